@@ -1,0 +1,1 @@
+"""autopar application layer: HTTP service, database, CLI."""

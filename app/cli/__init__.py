@@ -1,0 +1,21 @@
+"""``autopar`` command line. Each command lives in its own module and registers itself here."""
+
+import typer
+
+cli = typer.Typer(
+    name="autopar",
+    help="Auto-parallelism planner for training large transformer models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register_commands() -> None:
+    # Imported for their side effect of adding commands to ``cli``.
+    from app.cli import estimate_cmd, validate_cmd  # noqa: F401
+
+
+def main() -> None:
+    _register_commands()
+    cli()

@@ -1,0 +1,28 @@
+"""The product's vocabulary: pydantic specs shared by the CLI, the API, the database and exporters.
+
+Field names are a public contract (units in the names). Every model forbids unknown fields so a
+typo such as ``num_layer`` is reported instead of silently ignored.
+"""
+
+from costmodel.specs.cluster import ClusterSpec, GpuSpec, NodeGroup, ZoneLink
+from costmodel.specs.estimate import Estimate, MemoryBreakdown, StageEstimate, TimeBreakdown
+from costmodel.specs.model import ModelSpec, MoESpec
+from costmodel.specs.plan import Plan, ReplicaSpec, StageSpec
+from costmodel.specs.training import TrainingSpec
+
+__all__ = [
+    "ClusterSpec",
+    "Estimate",
+    "GpuSpec",
+    "MemoryBreakdown",
+    "MoESpec",
+    "ModelSpec",
+    "NodeGroup",
+    "Plan",
+    "ReplicaSpec",
+    "StageEstimate",
+    "StageSpec",
+    "TimeBreakdown",
+    "TrainingSpec",
+    "ZoneLink",
+]

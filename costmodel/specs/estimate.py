@@ -1,0 +1,70 @@
+"""The cost model's answer for one plan: feasibility, time, memory and cost, all explained."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeBreakdown(Result):
+    """Seconds per optimizer step on the critical path; the parts add up to ``step_time_s``."""
+
+    compute: float = 0.0
+    recompute: float = 0.0
+    tp_comm: float = 0.0
+    cp_comm: float = 0.0
+    ep_comm: float = 0.0
+    pp_comm: float = 0.0
+    pipeline_bubble: float = 0.0
+    dp_comm_exposed: float = 0.0
+    optimizer: float = 0.0
+    other: float = 0.0
+
+
+class MemoryBreakdown(Result):
+    """GiB per GPU."""
+
+    parameters: float = 0.0
+    gradients: float = 0.0
+    optimizer_states: float = 0.0
+    activations: float = 0.0
+    other: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (
+            self.parameters + self.gradients + self.optimizer_states + self.activations + self.other
+        )
+
+
+class StageEstimate(Result):
+    stage: int
+    group: str
+    gpu: str
+    num_layers: int
+    tp: int
+    dp: int
+    time_per_microbatch_s: float = Field(description="Forward + backward of one micro-batch.")
+    memory_gib: MemoryBreakdown
+    peak_memory_gib: float
+    capacity_gib: float
+
+
+class Estimate(Result):
+    feasible: bool
+    reasons: list[str] = Field(default_factory=list)
+    num_gpus: int
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    peak_memory_gib: float
+    memory_gib: MemoryBreakdown
+    per_stage: list[StageEstimate]
+    time_breakdown_s: TimeBreakdown
+    usd_per_hour: float | None = None
+    usd_per_million_tokens: float | None = None
+    time_to_train_s: float | None = None

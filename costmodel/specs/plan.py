@@ -1,0 +1,105 @@
+"""A parallelization plan: how one training step is laid out over the cluster's GPUs."""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from costmodel.specs.base import Spec
+
+Recompute = Literal["none", "selective", "full"]
+Schedule = Literal["1f1b", "gpipe"]
+
+
+class ReplicaSpec(Spec):
+    """One data-parallel replica of a stage, placed on a given node group."""
+
+    group: str = Field(min_length=1, max_length=100)
+    tp: int = Field(default=1, ge=1, le=4096)
+
+
+class StageSpec(Spec):
+    """One pipeline stage of a heterogeneous plan.
+
+    Either ``group`` (+ optional ``tp``/``dp``, all replicas on one GPU type) or ``replicas``
+    (heterogeneous data parallelism: replica r of every stage forms pipeline r).
+    """
+
+    num_layers: int = Field(ge=1, le=10_000)
+    group: str | None = Field(default=None, min_length=1, max_length=100)
+    tp: int | None = Field(default=None, ge=1, le=4096)
+    dp: int | None = Field(default=None, ge=1, le=1_000_000)
+    replicas: list[ReplicaSpec] | None = Field(default=None, min_length=1, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _group_or_replicas(self) -> "StageSpec":
+        if (self.group is None) == (self.replicas is None):
+            raise ValueError("a stage gives exactly one of 'group' or 'replicas'")
+        if self.replicas is not None and (self.tp is not None or self.dp is not None):
+            raise ValueError("a stage with 'replicas' sets tp per replica and no dp")
+        return self
+
+
+class Plan(Spec):
+    dp: int = Field(ge=1, le=1_000_000, description="Data-parallel replicas.")
+    tp: int = Field(ge=1, le=4096, description="Tensor-parallel degree (Megatron).")
+    pp: int = Field(ge=1, le=10_000, description="Pipeline stages.")
+    cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (ring attn).")
+    ep: int = Field(default=1, ge=1, le=100_000, description="Expert-parallel degree (MoE).")
+    vpp: int = Field(default=1, ge=1, le=1024, description="Virtual stages per pipeline rank.")
+    micro_batch_size: int = Field(ge=1, le=1_000_000, description="Sequences per micro-batch.")
+    zero_stage: int = Field(
+        default=0, ge=0, le=3, description="0 none, 1 distributed optimizer, 2 +grads, 3 FSDP."
+    )
+    recompute: Recompute = "none"
+    sequence_parallel: bool | None = Field(default=None, description="Default: tp > 1.")
+    offload_optimizer: bool = False
+    schedule: Schedule = "1f1b"
+    overlap_grad_reduce: bool = Field(
+        default=True, description="Overlap DP gradient reduction with backward compute."
+    )
+    tp_comm_overlap: bool = Field(
+        default=False, description="Overlap TP collectives with GEMMs (Megatron/async TP)."
+    )
+    group: str | None = Field(
+        default=None, description="Node group of a homogeneous plan; default: the first group."
+    )
+    stages: list[StageSpec] | None = Field(default=None, min_length=1, max_length=10_000)
+    batch_shares: list[float] | None = Field(
+        default=None, description="Fraction of the global batch per pipeline (heterogeneous DP)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Plan":
+        if self.vpp > 1 and self.pp == 1:
+            raise ValueError("vpp > 1 needs pp > 1 (interleaving splits pipeline stages)")
+        if self.vpp > 1 and self.schedule == "gpipe":
+            raise ValueError("vpp > 1 (interleaved) is a 1F1B schedule; set schedule '1f1b'")
+        if self.sequence_parallel and self.tp == 1 and self.stages is None:
+            raise ValueError("sequence_parallel needs tp > 1")
+        if self.stages is not None:
+            if len(self.stages) != self.pp:
+                raise ValueError(f"stages lists {len(self.stages)} stages but pp is {self.pp}")
+            replica_counts = {len(s.replicas) for s in self.stages if s.replicas is not None}
+            if replica_counts and (
+                len(replica_counts) > 1 or any(s.replicas is None for s in self.stages)
+            ):
+                raise ValueError("every stage must list the same number of replicas")
+            if replica_counts and replica_counts != {self.dp}:
+                raise ValueError(f"stages list {replica_counts.pop()} replicas but dp is {self.dp}")
+        if self.batch_shares is not None:
+            if len(self.batch_shares) != self.dp:
+                raise ValueError("batch_shares needs one entry per data-parallel pipeline (dp)")
+            if any(share <= 0 for share in self.batch_shares):
+                raise ValueError("batch_shares must be positive")
+        return self
+
+    @property
+    def sp(self) -> bool:
+        """Sequence parallelism in effect."""
+        if self.sequence_parallel is None:
+            return self.tp > 1
+        return self.sequence_parallel
+
+    @property
+    def is_heterogeneous(self) -> bool:
+        return self.stages is not None

@@ -1,0 +1,29 @@
+"""What is being trained: sequence, batch, precision and optimizer."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from costmodel.specs.base import Spec
+
+Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
+
+
+class TrainingSpec(Spec):
+    seq_length: int = Field(ge=1, le=10_000_000, description="Tokens per sequence.")
+    global_batch_size: int = Field(
+        ge=1, le=100_000_000, description="Sequences per optimizer step."
+    )
+    precision: Precision = "bf16"
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    train_tokens: float | None = Field(
+        default=None, gt=0, le=1e16, description="Tokens to train, for time/cost to train."
+    )
+    flash_attention: bool = Field(
+        default=True,
+        description="Fused attention (FlashAttention, Dao et al. 2022): no s^2 activations kept.",
+    )
+    dropout: bool = Field(
+        default=False,
+        description="Dropout layers present (GPT-3/Megatron 2021); modern LLMs train without.",
+    )

@@ -1,0 +1,1 @@
+"""Plan search over the cost model: Optuna studies and exhaustive enumeration."""
