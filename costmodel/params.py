@@ -18,7 +18,7 @@ class EfficiencyParams(BaseModel):
         description="Multiplies each GPU's catalog gemm_efficiency (calibration knob).",
     )
     gemm_half_dim: float = Field(
-        default=96.0,
+        default=256.0,
         ge=0,
         le=100_000,
         description=(
@@ -28,7 +28,7 @@ class EfficiencyParams(BaseModel):
         ),
     )
     attention_efficiency: float = Field(
-        default=0.45,
+        default=0.6,
         gt=0,
         le=1,
         description=(
@@ -66,6 +66,16 @@ class EfficiencyParams(BaseModel):
         ge=0,
         le=1,
         description="Fraction of the overlappable backward compute that hides DP traffic.",
+    )
+    overlap_interference: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description=(
+            "Fraction of communication hidden behind compute that still costs time: NCCL "
+            "kernels occupy SMs and HBM bandwidth, slowing the GEMMs they overlap (reported "
+            "in the 10-30% range by overlap studies such as Wang et al. ASPLOS'23)."
+        ),
     )
     tp_comm_overlap_fraction: float = Field(
         default=0.7,

@@ -71,6 +71,8 @@ class ClusterSpec(Spec):
             raise ValueError(f"group names must be unique; repeated: {', '.join(duplicates)}")
         zones = {group.zone for group in self.groups}
         for link in self.zone_links:
+            if link.zones[0] == link.zones[1]:
+                raise ValueError(f"zone_links joins zone '{link.zones[0]}' to itself")
             unknown = [zone for zone in link.zones if zone not in zones]
             if unknown:
                 raise ValueError(f"zone_links names unknown zone(s): {', '.join(unknown)}")

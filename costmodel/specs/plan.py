@@ -91,6 +91,9 @@ class Plan(Spec):
                 raise ValueError("batch_shares needs one entry per data-parallel pipeline (dp)")
             if any(share <= 0 for share in self.batch_shares):
                 raise ValueError("batch_shares must be positive")
+            # Shares are fractions of one global batch; rounded inputs (0.33, 0.33, 0.34) pass.
+            if abs(sum(self.batch_shares) - 1.0) > 1e-3:
+                raise ValueError(f"batch_shares must sum to 1 (got {sum(self.batch_shares):g})")
         return self
 
     @property

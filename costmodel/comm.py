@@ -1,0 +1,81 @@
+"""Collective and point-to-point communication times on a two-level (node / network) topology.
+
+Bandwidth conventions follow nccl-tests PERFORMANCE.md: for a buffer of S bytes over n ranks,
+``busbw = algbw * factor`` with factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather,
+reduce-scatter and all-to-all. We therefore price a collective as
+``S * factor / busbw + steps * latency``, where busbw is what the slowest link sustains.
+
+Placement (Megatron rank order, tensor-parallel innermost): a group of ``n`` ranks whose ``local``
+members share a node runs at the scale-up bus bandwidth when it fits the node (local == n);
+otherwise NCCL's rings cross nodes, and with one NIC per GPU (rail-optimized fabric) each ring
+crossing uses a different NIC, so the network sustains ``local * NIC bandwidth`` for the group,
+capped by the node's scale-up bandwidth.
+
+All functions are numpy-vectorized: every argument may be a scalar or an array.
+"""
+
+import numpy as np
+
+Array = np.ndarray
+
+
+def bus_bandwidth_Bps(n: Array, local: Array, intra_Bps: Array, inter_Bps: Array) -> Array:
+    """Achievable bus bandwidth (bytes/s) of a group of n ranks with ``local`` per node."""
+    across = np.minimum(intra_Bps, inter_Bps * local)
+    return np.where(local >= n, intra_Bps, across)
+
+
+def link_latency_s(n: Array, local: Array, intra_s: Array, inter_s: Array) -> Array:
+    return np.where(local >= n, intra_s, inter_s)
+
+
+def all_reduce_s(size_B: Array, n: Array, busbw_Bps: Array, latency_s: Array) -> Array:
+    """Ring all-reduce, or NCCL's tree when its log-depth latency wins (small messages).
+
+    Tree bandwidth is taken as 90% of ring bandwidth (nccl-tests: double binary trees reach
+    near-ring bus bandwidth for large messages across nodes).
+    """
+    n = np.maximum(n, 1)
+    volume = size_B * 2.0 * (n - 1) / n
+    ring = volume / busbw_Bps + 2.0 * (n - 1) * latency_s
+    tree = volume / (0.9 * busbw_Bps) + 2.0 * np.ceil(np.log2(n)) * latency_s
+    return np.where(n > 1, np.minimum(ring, tree), 0.0)
+
+
+def all_gather_s(size_B: Array, n: Array, busbw_Bps: Array, latency_s: Array) -> Array:
+    """Ring all-gather of a ``size_B`` OUTPUT buffer (reduce-scatter: same cost, input size)."""
+    n = np.maximum(n, 1)
+    return np.where(n > 1, size_B * (n - 1) / n / busbw_Bps + (n - 1) * latency_s, 0.0)
+
+
+reduce_scatter_s = all_gather_s
+
+
+def all_to_all_s(
+    size_B: Array,
+    n: Array,
+    local: Array,
+    intra_Bps: Array,
+    inter_Bps: Array,
+    latency_s: Array,
+) -> Array:
+    """All-to-all where each rank holds ``size_B`` and keeps 1/n of it.
+
+    The (local-1)/n share destined for node-mates moves over the scale-up links, the (n-local)/n
+    share over this GPU's own NIC; both proceed concurrently, so the slower one sets the time.
+    """
+    n = np.maximum(n, 1)
+    local = np.minimum(local, n)
+    on_node = size_B * (local - 1) / n / intra_Bps
+    off_node = size_B * (n - local) / n / inter_Bps
+    return np.where(n > 1, np.maximum(on_node, off_node) + (n - 1) * latency_s, 0.0)
+
+
+def p2p_s(size_B: Array, bandwidth_Bps: Array, latency_s: Array) -> Array:
+    return size_B / bandwidth_Bps + latency_s
+
+
+def ranks_per_node(size: Array, stride: Array, gpus_per_node: Array) -> Array:
+    """Members of a group (``size`` ranks, ``stride`` apart in rank order) sharing one node."""
+    per_node = np.maximum(gpus_per_node // np.maximum(stride, 1), 1)
+    return np.minimum(size, per_node)

@@ -1,0 +1,69 @@
+"""Plan-independent facts about one (model, training, efficiency) triple, resolved once."""
+
+from dataclasses import dataclass
+
+from costmodel.flops import LayerShape
+from costmodel.params import EfficiencyParams
+from costmodel.specs import ModelSpec, TrainingSpec
+
+# Bytes per parameter by precision, for (weights, gradients, optimizer states per Adam).
+# - bf16: Megatron-LM keeps bf16 weights, an fp32 gradient buffer (accumulate-allreduce-grads-
+#   in-fp32 is forced on for bf16) and fp32 master + Adam m, v: 2 + 4 + 12 = 18 bytes/param
+#   (Megatron-LM docs, distributed optimizer table: "18 bytes" non-distributed).
+# - fp16: Rajbhandari et al. (ZeRO, SC'20) Sec. 3.1: 2 + 2 + 12 = 16 bytes/param.
+# - fp8: Transformer Engine keeps bf16 weights/grads as bf16 training does (+1 byte FP8 copy).
+# - fp32 / tf32: fp32 weights and grads, Adam m and v, no master copy: 4 + 4 + 8.
+_BYTES_PER_PARAM = {
+    "bf16": (2.0, 4.0, 12.0),
+    "fp16": (2.0, 2.0, 12.0),
+    "fp8": (3.0, 4.0, 12.0),
+    "tf32": (4.0, 4.0, 8.0),
+    "fp32": (4.0, 4.0, 8.0),
+}
+# SGD with momentum keeps one state (+ master copy in mixed precision) instead of Adam's two.
+_SGD_OPTIMIZER_BYTES = {"bf16": 8.0, "fp16": 8.0, "fp8": 8.0, "tf32": 4.0, "fp32": 4.0}
+# Bytes the Adam update streams per parameter: read fp32 master, m, v and the gradient, write
+# master, m, v and the low-precision weight copy.
+ADAM_STEP_BYTES_PER_PARAM = 28.0
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    shape: LayerShape
+    seq_length: int
+    global_batch_size: int
+    precision: str
+    activation_bytes: float
+    weight_bytes: float
+    grad_bytes: float
+    optimizer_bytes: float
+    flash_attention: bool
+    dropout: bool
+    swiglu: bool
+    num_layers: int
+    tie_embeddings: bool
+    params: EfficiencyParams
+
+    @classmethod
+    def build(
+        cls, model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
+    ) -> "ModelContext":
+        weight, grad, optim = _BYTES_PER_PARAM[training.precision]
+        if training.optimizer == "sgd":
+            optim = _SGD_OPTIMIZER_BYTES[training.precision]
+        return cls(
+            shape=LayerShape.of(model),
+            seq_length=training.seq_length,
+            global_batch_size=training.global_batch_size,
+            precision=training.precision,
+            activation_bytes=4.0 if training.precision in ("fp32", "tf32") else 2.0,
+            weight_bytes=weight,
+            grad_bytes=grad,
+            optimizer_bytes=optim,
+            flash_attention=training.flash_attention,
+            dropout=training.dropout,
+            swiglu=model.activation == "swiglu",
+            num_layers=model.num_layers,
+            tie_embeddings=model.tie_embeddings,
+            params=params,
+        )

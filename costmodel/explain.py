@@ -1,0 +1,181 @@
+"""Turn the vectorized result of one plan into an explained ``Estimate``."""
+
+import math
+
+from costmodel.context import ModelContext
+from costmodel.feasibility import describe
+from costmodel.hardware import resolve_gpu
+from costmodel.homogeneous import HomogeneousResult
+from costmodel.specs import (
+    Estimate,
+    MemoryBreakdown,
+    ModelSpec,
+    NodeGroup,
+    Plan,
+    StageEstimate,
+    TimeBreakdown,
+    TrainingSpec,
+)
+from costmodel.stage import StageCosts
+
+
+def _kinds(costs: StageCosts) -> list[dict[str, float]]:
+    """Values of the three stage kinds (first, middle, last) of a one-plan result."""
+    columns = {name: getattr(costs, name) for name in StageCosts.__dataclass_fields__}
+    return [
+        {
+            name: float(values[kind if values.shape[0] == 3 else 0, 0])
+            for name, values in columns.items()
+        }
+        for kind in range(3)
+    ]
+
+
+def memory_of(values: dict[str, float]) -> MemoryBreakdown:
+    return MemoryBreakdown(
+        parameters=values["parameters_gib"],
+        gradients=values["gradients_gib"],
+        optimizer_states=values["optimizer_states_gib"],
+        activations=values["activations_gib"],
+        other=values["other_gib"],
+    )
+
+
+def time_breakdown(
+    slowest: dict[str, float],
+    microbatches: float,
+    bubble_s: float,
+    dp_exposed_s: float,
+    optimizer_s: float,
+    per_step_overhead_s: float,
+) -> TimeBreakdown:
+    """Critical path: m x the slowest stage's micro-batch, the bubble, then the step's tail."""
+    m = microbatches
+    return TimeBreakdown(
+        compute=m * (slowest["forward_s"] + slowest["backward_s"]),
+        recompute=m * slowest["recompute_s"],
+        tp_comm=m * slowest["tp_comm_s"],
+        cp_comm=m * slowest["cp_comm_s"],
+        ep_comm=m * slowest["ep_comm_s"],
+        pp_comm=m * slowest["pp_comm_s"],
+        pipeline_bubble=bubble_s,
+        dp_comm_exposed=dp_exposed_s + m * slowest["zero3_exposed_s"],
+        optimizer=optimizer_s,
+        other=per_step_overhead_s + m * slowest["overhead_s"],
+    )
+
+
+def finite_or_none(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def explain_homogeneous(
+    model: ModelSpec,
+    training: TrainingSpec,
+    group: NodeGroup,
+    plan: Plan,
+    ctx: ModelContext,
+    result: HomogeneousResult,
+) -> Estimate:
+    arrays = {name: values[0] for name, values in result.arrays.items()}
+    gpu = resolve_gpu(group.gpu)
+    kinds = _kinds(result.stages)  # first, middle, last
+    slowest = kinds[int(arrays["slowest_kind"])]
+    microbatches = float(result.microbatches[0])
+    breakdown = time_breakdown(
+        slowest,
+        microbatches,
+        float(arrays["bubble_s"]),
+        float(arrays["dp_comm_exposed_s"]),
+        float(arrays["optimizer_s"]),
+        ctx.params.per_step_overhead_s,
+    )
+    per_stage = []
+    for index in range(plan.pp):
+        kind = kinds[0] if index == 0 else kinds[2] if index == plan.pp - 1 else kinds[1]
+        memory = memory_of(kind)
+        per_stage.append(
+            StageEstimate(
+                stage=index,
+                group=group.name,
+                gpu=gpu.name,
+                num_layers=model.num_layers // plan.pp,
+                tp=plan.tp,
+                dp=plan.dp,
+                time_per_microbatch_s=sum(
+                    kind[name]
+                    for name in (
+                        "forward_s",
+                        "backward_s",
+                        "recompute_s",
+                        "tp_comm_s",
+                        "cp_comm_s",
+                        "ep_comm_s",
+                        "pp_comm_s",
+                        "zero3_exposed_s",
+                        "overhead_s",
+                    )
+                ),
+                memory_gib=memory,
+                peak_memory_gib=memory.total,
+                capacity_gib=float(arrays["capacity_gib"]),
+            )
+        )
+    worst = max(per_stage, key=lambda stage: stage.peak_memory_gib)
+    violations = int(arrays["violations"])
+    facts = {
+        "needed": plan.dp * plan.tp * plan.pp * plan.cp,
+        "group": group.name,
+        "available": group.num_gpus,
+        "tp": plan.tp,
+        "heads": model.num_attention_heads,
+        "kv_heads": model.kv_heads,
+        "ffn": model.ffn_size
+        if model.moe is None
+        else f"{model.ffn_size}/{model.moe.expert_ffn_hidden_size}",
+        "stages": plan.pp * plan.vpp,
+        "layers": model.num_layers,
+        "ep": plan.ep,
+        "experts": model.moe.num_experts if model.moe else 0,
+        "dp_cp": plan.dp * plan.cp,
+        "gbs": training.global_batch_size,
+        "dp_mbs": plan.dp * plan.micro_batch_size,
+        "vpp": plan.vpp,
+        "pp": plan.pp,
+        "microbatches": training.global_batch_size // (plan.dp * plan.micro_batch_size),
+        "cp": plan.cp,
+        "seq": training.seq_length,
+        "worst_stage": worst.stage,
+        "peak_gib": worst.peak_memory_gib,
+        "gpu": gpu.name,
+        "capacity_gib": float(arrays["capacity_gib"]),
+        "precision": training.precision,
+    }
+    tokens_per_s = float(arrays["tokens_per_s"])
+    usd_per_hour = finite_or_none(float(arrays["usd_per_hour"]))
+    return Estimate(
+        feasible=violations == 0,
+        reasons=describe(violations, facts),
+        num_gpus=int(arrays["num_gpus"]),
+        step_time_s=float(arrays["step_time_s"]),
+        tokens_per_s=tokens_per_s,
+        tokens_per_s_per_gpu=float(arrays["tokens_per_s_per_gpu"]),
+        model_tflops_per_gpu=float(arrays["mfu"]) * _mfu_peak_tflops(gpu, training.precision),
+        mfu=float(arrays["mfu"]),
+        hfu=float(arrays["hfu"]),
+        peak_memory_gib=worst.peak_memory_gib,
+        memory_gib=worst.memory_gib,
+        per_stage=per_stage,
+        time_breakdown_s=breakdown,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_tokens=finite_or_none(float(arrays["usd_per_million_tokens"])),
+        time_to_train_s=(
+            training.train_tokens / tokens_per_s if training.train_tokens is not None else None
+        ),
+    )
+
+
+def _mfu_peak_tflops(gpu, precision: str) -> float:
+    from costmodel.hardware_arrays import mfu_peak_tflops
+
+    return mfu_peak_tflops(gpu, precision)

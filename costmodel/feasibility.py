@@ -1,0 +1,58 @@
+"""Validity rules of a plan, as bit flags (vectorized) with messages a user understands."""
+
+from enum import IntFlag
+
+import numpy as np
+
+
+class Violation(IntFlag):
+    GPU_COUNT = 1 << 0
+    HEADS_TP = 1 << 1
+    KV_HEADS_TP = 1 << 2
+    FFN_TP = 1 << 3
+    LAYERS_PP = 1 << 4
+    EXPERTS_EP = 1 << 5
+    EP_DP = 1 << 6
+    BATCH = 1 << 7
+    INTERLEAVE_MICROBATCHES = 1 << 8
+    SEQ_CP = 1 << 9
+    MEMORY = 1 << 10
+    PRECISION = 1 << 11
+    SP_TP = 1 << 12
+    EP_DENSE = 1 << 13
+
+
+def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
+    """Readable reasons for every violated rule; ``facts`` fills in the numbers."""
+    f = facts
+    messages = {
+        Violation.GPU_COUNT: (
+            "plan needs dp*tp*pp*cp = {needed} GPUs but group '{group}' has {available}"
+        ),
+        Violation.HEADS_TP: "tp={tp} does not divide num_attention_heads={heads}",
+        Violation.KV_HEADS_TP: "tp={tp} does not divide num_kv_heads={kv_heads}",
+        Violation.FFN_TP: "tp={tp} does not divide the FFN width {ffn}",
+        Violation.LAYERS_PP: "pp*vpp={stages} does not divide num_layers={layers}",
+        Violation.EXPERTS_EP: "ep={ep} does not divide num_experts={experts}",
+        Violation.EP_DP: "ep={ep} must divide dp*cp={dp_cp} (experts are sharded over data ranks)",
+        Violation.BATCH: (
+            "global_batch_size={gbs} is not a multiple of dp*micro_batch_size={dp_mbs}"
+        ),
+        Violation.INTERLEAVE_MICROBATCHES: (
+            "interleaved schedule (vpp={vpp}) needs micro-batches ({microbatches}) to be a "
+            "multiple of pp={pp}"
+        ),
+        Violation.SEQ_CP: "cp={cp} does not divide seq_length={seq}",
+        Violation.MEMORY: (
+            "out of memory: stage {worst_stage} needs {peak_gib:.1f} GiB per GPU but "
+            "{gpu} has {capacity_gib:.1f} GiB"
+        ),
+        Violation.PRECISION: "{gpu} has no {precision} tensor-core support",
+        Violation.SP_TP: "sequence_parallel needs tp > 1",
+        Violation.EP_DENSE: "ep={ep} > 1 but the model has no MoE layers",
+    }
+    return [text.format(**f) for flag, text in messages.items() if flags & flag]
+
+
+def flag(condition: np.ndarray, violation: Violation) -> np.ndarray:
+    return np.where(condition, int(violation), 0).astype(np.int64)

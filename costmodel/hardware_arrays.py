@@ -1,0 +1,53 @@
+"""Turn a node group into the per-stage ``Hardware`` arrays the stage model consumes."""
+
+import numpy as np
+
+from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, group_links_GBps, peak_tflops, resolve_gpu
+from costmodel.params import EfficiencyParams
+from costmodel.specs import GpuSpec, NodeGroup
+from costmodel.stage import Hardware
+
+
+def mfu_peak_tflops(gpu: GpuSpec, precision: str) -> float:
+    """Peak MFU is reported against: the 16-bit peak for 16-bit and FP8 training (torchtitan and
+    NeMo quote FP8 runs' MFU against BF16 peak), TF32/FP32 peaks otherwise."""
+    return peak_tflops(gpu, "bf16" if precision == "fp8" else precision)
+
+
+def scale_up_domain(group: NodeGroup, gpu: GpuSpec) -> int:
+    """GPUs that share the scale-up fabric: the node, or a larger NVLink domain (GB200 NVL72)."""
+    return min(max(group.gpus_per_node, gpu.nvlink_domain_gpus or 0), group.num_gpus)
+
+
+def group_hardware(
+    group: NodeGroup, precision: str, params: EfficiencyParams, size: int = 1
+) -> Hardware:
+    gpu = resolve_gpu(group.gpu)
+    intra_GBps, inter_GBps = group_links_GBps(group)
+    attention_precision = {"fp8": "bf16"}.get(precision, precision)
+    efficiency = min(
+        1.0, (gpu.gemm_efficiency or DEFAULT_GEMM_EFFICIENCY) * params.gemm_efficiency_scale
+    )
+
+    def full(value: float) -> np.ndarray:
+        return np.full(size, float(value))
+
+    return Hardware(
+        gemm_peak_Fps=full(peak_tflops(gpu, precision) * 1e12),
+        attention_peak_Fps=full(peak_tflops(gpu, attention_precision) * 1e12),
+        gemm_efficiency=full(efficiency),
+        hbm_Bps=full(gpu.hbm_GBps * 1e9),
+        capacity_gib=full(gpu.hbm_gib),
+        intra_Bps=full(intra_GBps * 1e9 * params.intra_node_efficiency),
+        inter_Bps=full(inter_GBps * 1e9 * params.inter_node_efficiency),
+        gpus_per_node=full(scale_up_domain(group, gpu)),
+    )
+
+
+def concat_hardware(parts: list[Hardware]) -> Hardware:
+    return Hardware(
+        **{
+            name: np.concatenate([getattr(part, name) for part in parts])
+            for name in Hardware.__dataclass_fields__
+        }
+    )

@@ -1,0 +1,381 @@
+"""Heterogeneous plans: pipeline stages on different node groups, GPU types and zones.
+
+Two shapes (see ``Plan.stages``):
+
+- group stages: stage i runs on one node group with its own tp and dp; all replicas of a stage
+  share a GPU type (Metis-style non-uniform stages);
+- replica stages: replica r of every stage forms pipeline r, and replicas of one stage may sit on
+  different GPU types (heterogeneous data parallelism, as in Sailor / Metis). The global batch is
+  split across pipelines in proportion to their steady-state speed unless ``batch_shares`` fix it.
+
+Every (pipeline, stage) pair becomes one entry of the stage arrays, so the same ``stage_costs``
+formulas as the homogeneous path price it; the pipeline schedule then lets the slowest stage of
+each pipeline set its pace, and the slowest pipeline set the step.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodel import pipeline
+from costmodel.context import ModelContext
+from costmodel.explain import finite_or_none, memory_of, time_breakdown
+from costmodel.feasibility import Violation, describe
+from costmodel.flops import is_moe_layer, model_flops_per_token
+from costmodel.hardware import group_links_GBps, peak_tflops, resolve_gpu
+from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_tflops
+from costmodel.specs import (
+    ClusterSpec,
+    Estimate,
+    ModelSpec,
+    NodeGroup,
+    Plan,
+    StageEstimate,
+    TrainingSpec,
+)
+from costmodel.stage import RECOMPUTE_CODES, StageCosts, StageInputs, stage_costs
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One (pipeline, stage) pair: where it runs and how wide it is."""
+
+    pipeline: int
+    stage: int
+    group: NodeGroup
+    tp: int
+    dp: int  # replicas of this stage that share the work (1 in the replica form)
+
+
+def _zone_link(cluster: ClusterSpec, zone_a: str, zone_b: str) -> tuple[float, float] | None:
+    """(bandwidth GB/s, latency s) of the link between two zones; None inside one zone."""
+    if zone_a == zone_b:
+        return None
+    for link in cluster.zone_links:
+        if set(link.zones) == {zone_a, zone_b}:
+            return link.bandwidth_GBps, link.latency_ms * 1e-3
+    raise ValueError(
+        f"cluster.zone_links: no link between zones '{zone_a}' and '{zone_b}', which the plan's "
+        "stages cross"
+    )
+
+
+def _placements(cluster: ClusterSpec, plan: Plan) -> list[list[Placement]]:
+    """Placements indexed [pipeline][stage]."""
+    stages = plan.stages or []
+
+    def group(name: str, where: str) -> NodeGroup:
+        try:
+            return cluster.group(name)
+        except KeyError:
+            names = ", ".join(g.name for g in cluster.groups)
+            raise ValueError(
+                f"{where}: unknown node group '{name}'; cluster has: {names}"
+            ) from None
+
+    if stages[0].replicas is None:
+        row = [
+            Placement(
+                0,
+                i,
+                group(s.group or "", f"plan.stages[{i}].group"),
+                s.tp or plan.tp,
+                s.dp or plan.dp,
+            )
+            for i, s in enumerate(stages)
+        ]
+        return [row]
+    return [
+        [
+            Placement(
+                r,
+                i,
+                group(s.replicas[r].group, f"plan.stages[{i}].replicas[{r}].group"),
+                s.replicas[r].tp,
+                1,
+            )
+            for i, s in enumerate(stages)
+        ]
+        for r in range(plan.dp)
+    ]
+
+
+def _layer_kinds(model: ModelSpec, plan: Plan) -> list[tuple[int, int]]:
+    """(dense, moe) layer counts of each stage, walking the model's layers in order."""
+    kinds, start = [], 0
+    for stage in plan.stages or []:
+        indices = range(start, min(start + stage.num_layers, model.num_layers))
+        moe = sum(is_moe_layer(model, i) for i in indices)
+        kinds.append((stage.num_layers - moe, moe))
+        start += stage.num_layers
+    return kinds
+
+
+def estimate_heterogeneous(
+    model: ModelSpec, training: TrainingSpec, cluster: ClusterSpec, plan: Plan, ctx: ModelContext
+) -> Estimate:
+    grid = _placements(cluster, plan)
+    replica_form = plan.stages[0].replicas is not None  # type: ignore[index]
+    num_pipelines, pp = len(grid), plan.pp
+    flat = [placement for row in grid for placement in row]
+    kinds = _layer_kinds(model, plan)
+    reasons: list[str] = []
+
+    # ---- structural rules -------------------------------------------------------------------
+    total_layers = sum(stage.num_layers for stage in plan.stages or [])
+    if total_layers != model.num_layers:
+        reasons.append(f"stages hold {total_layers} layers but the model has {model.num_layers}")
+    if any(stage.num_layers % plan.vpp for stage in plan.stages or []):
+        reasons.append(f"vpp={plan.vpp} does not divide every stage's num_layers")
+    used: dict[str, int] = {}
+    for placement in flat:
+        used[placement.group.name] = used.get(placement.group.name, 0) + (
+            placement.tp * placement.dp * plan.cp
+        )
+    for name, count in used.items():
+        available = cluster.group(name).num_gpus
+        if count > available:
+            reasons.append(f"plan needs {count} GPUs of group '{name}' but it has {available}")
+    for placement in flat:
+        if model.num_attention_heads % placement.tp or model.kv_heads % placement.tp:
+            reasons.append(
+                f"stage {placement.stage}: tp={placement.tp} does not divide the attention heads"
+            )
+        if peak_tflops(resolve_gpu(placement.group.gpu), training.precision) <= 0:
+            reasons.append(
+                f"{resolve_gpu(placement.group.gpu).name} has no {training.precision} support"
+            )
+    gbs, mbs = training.global_batch_size, plan.micro_batch_size
+
+    # ---- batch split ------------------------------------------------------------------------
+    def microbatches_for(shares: list[float]) -> list[int]:
+        sequences = [max(mbs, round(gbs * share / mbs) * mbs) for share in shares]
+        sequences[int(np.argmax(sequences))] += gbs - sum(sequences)
+        return [max(1, s // mbs) for s in sequences]
+
+    if replica_form:
+        if plan.batch_shares is not None:
+            total = sum(plan.batch_shares)
+            microbatches = microbatches_for([share / total for share in plan.batch_shares])
+        else:
+            microbatches = [max(1, gbs // (num_pipelines * mbs))] * num_pipelines
+    else:
+        stage_dps = {placement.dp for placement in flat}
+        if len(stage_dps) > 1:
+            reasons.append("group stages must share one dp (use 'replicas' for uneven replicas)")
+        dp = flat[0].dp
+        if gbs % (dp * mbs):
+            reasons.append(
+                f"global_batch_size={gbs} is not a multiple of dp*micro_batch_size={dp * mbs}"
+            )
+        microbatches = [max(1, gbs // (dp * mbs))]
+
+    costs = _price(model, ctx, cluster, plan, grid, kinds, microbatches)
+    per_mb = costs.per_microbatch_s.reshape(num_pipelines, pp)
+    if replica_form and plan.batch_shares is None:
+        # Speed-proportional split: pipeline r's steady-state rate is 1 / (slowest stage time).
+        speed = 1.0 / per_mb.max(axis=1)
+        microbatches = microbatches_for(list(speed / speed.sum()))
+        costs = _price(model, ctx, cluster, plan, grid, kinds, microbatches)
+        per_mb = costs.per_microbatch_s.reshape(num_pipelines, pp)
+
+    m = np.asarray(microbatches, dtype=float)
+    slowest = per_mb.max(axis=1)
+    pipe_s, bubble = pipeline.schedule_from_stage_times(per_mb.sum(axis=1), slowest, m, plan.vpp)
+    critical = int(np.argmax(pipe_s))
+    backward = costs.backward_s.reshape(num_pipelines, pp)[critical]
+    slack = np.concatenate([[0.0], np.cumsum(backward)[:-1]])
+    overlap = 1.0 if plan.overlap_grad_reduce else 0.0
+    dp_comm = costs.dp_comm_s.reshape(num_pipelines, pp).max(axis=0)
+    budget = overlap * costs.dp_overlap_budget_s.reshape(num_pipelines, pp)[critical]
+    dp_exposed = float(
+        pipeline.exposed_dp_comm(
+            tuple(dp_comm),
+            tuple(budget),
+            tuple(slack),
+            tuple(np.ones(pp)),
+            ctx.params.overlap_interference,
+        )
+    )
+    optimizer = float(costs.optimizer_s.max())
+    step = float(pipe_s[critical]) + dp_exposed + optimizer + ctx.params.per_step_overhead_s
+
+    # ---- memory -----------------------------------------------------------------------------
+    memory = costs.memory_gib
+    capacity = np.array([resolve_gpu(p.group.gpu).hbm_gib for p in flat])
+    for index in np.flatnonzero(memory > capacity):
+        placement = flat[index]
+        reasons.append(
+            f"out of memory: stage {placement.stage} on '{placement.group.name}' needs "
+            f"{memory[index]:.1f} GiB per GPU but {resolve_gpu(placement.group.gpu).name} has "
+            f"{capacity[index]:.1f} GiB"
+        )
+
+    # ---- throughput, utilization, cost ------------------------------------------------------
+    num_gpus = sum(p.tp * p.dp * plan.cp for p in flat)
+    tokens = float(gbs * training.seq_length)
+    tokens_per_s = tokens / step
+    flops_per_token = model_flops_per_token(model, training.seq_length)
+    peak_sum = sum(
+        mfu_peak_tflops(resolve_gpu(p.group.gpu), training.precision) * 1e12 * p.tp * p.dp * plan.cp
+        for p in flat
+    )
+    hardware_flops = float(
+        sum(
+            costs.hardware_flops[i] * m[p.pipeline] * p.tp * p.dp * plan.cp
+            for i, p in enumerate(flat)
+        )
+    )
+    prices = [
+        p.group.price_per_gpu_hour
+        if p.group.price_per_gpu_hour is not None
+        else resolve_gpu(p.group.gpu).price_per_gpu_hour
+        for p in flat
+    ]
+    usd_per_hour = (
+        sum(price * p.tp * p.dp * plan.cp for price, p in zip(prices, flat, strict=True))
+        if all(price is not None for price in prices)
+        else None
+    )
+    slow_index = critical * pp + int(np.argmax(per_mb[critical]))
+    breakdown = time_breakdown(
+        {name: float(getattr(costs, name)[slow_index]) for name in StageCosts.__dataclass_fields__},
+        float(m[critical]),
+        float(bubble[critical]),
+        dp_exposed,
+        optimizer,
+        ctx.params.per_step_overhead_s,
+    )
+
+    per_stage = []
+    for stage in range(pp):
+        members = [i for i, p in enumerate(flat) if p.stage == stage]
+        worst = max(members, key=lambda i: memory[i])
+        values = {
+            name: float(getattr(costs, name)[worst]) for name in StageCosts.__dataclass_fields__
+        }
+        breakdown_memory = memory_of(values)
+        per_stage.append(
+            StageEstimate(
+                stage=stage,
+                group="+".join(dict.fromkeys(flat[i].group.name for i in members)),
+                gpu="+".join(dict.fromkeys(resolve_gpu(flat[i].group.gpu).name for i in members)),
+                num_layers=(plan.stages or [])[stage].num_layers,
+                tp=flat[worst].tp,
+                dp=len(members) if replica_form else flat[worst].dp,
+                time_per_microbatch_s=float(max(costs.per_microbatch_s[i] for i in members)),
+                memory_gib=breakdown_memory,
+                peak_memory_gib=breakdown_memory.total,
+                capacity_gib=float(capacity[worst]),
+            )
+        )
+    worst_stage = max(per_stage, key=lambda s: s.peak_memory_gib / s.capacity_gib)
+    return Estimate(
+        feasible=not reasons,
+        reasons=list(dict.fromkeys(reasons)),
+        num_gpus=num_gpus,
+        step_time_s=step,
+        tokens_per_s=tokens_per_s,
+        tokens_per_s_per_gpu=tokens_per_s / num_gpus,
+        model_tflops_per_gpu=tokens_per_s * flops_per_token / num_gpus / 1e12,
+        mfu=tokens_per_s * flops_per_token / peak_sum,
+        hfu=hardware_flops / step / peak_sum,
+        peak_memory_gib=worst_stage.peak_memory_gib,
+        memory_gib=worst_stage.memory_gib,
+        per_stage=per_stage,
+        time_breakdown_s=breakdown,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_tokens=(
+            finite_or_none(usd_per_hour / 3600.0 / tokens_per_s * 1e6) if usd_per_hour else None
+        ),
+        time_to_train_s=(
+            training.train_tokens / tokens_per_s if training.train_tokens is not None else None
+        ),
+    )
+
+
+def _price(
+    model: ModelSpec,
+    ctx: ModelContext,
+    cluster: ClusterSpec,
+    plan: Plan,
+    grid: list[list[Placement]],
+    kinds: list[tuple[int, int]],
+    microbatches: list[int],
+) -> StageCosts:
+    """Run the stage model on every (pipeline, stage) pair."""
+    flat = [placement for row in grid for placement in row]
+    params = ctx.params
+    pp = plan.pp
+    hardware = concat_hardware([group_hardware(p.group, ctx.precision, params) for p in flat])
+
+    pp_Bps, pp_latency, dp_Bps, dp_latency = [], [], [], []
+    for row in grid:
+        for i, placement in enumerate(row):
+            # Traffic to the next stage (the last stage sends nothing forward; use its input).
+            neighbor = row[i + 1] if i + 1 < len(row) else row[i - 1] if i else placement
+            _, inter_here = group_links_GBps(placement.group)
+            _, inter_next = group_links_GBps(neighbor.group)
+            bandwidth = min(inter_here, inter_next) * 1e9 * params.inter_node_efficiency
+            latency = params.inter_node_latency_us * 1e-6
+            link = _zone_link(cluster, placement.group.zone, neighbor.group.zone)
+            if link is not None:
+                # Every tp x dp rank of the boundary sends at once through the shared zone link.
+                flows = placement.tp * placement.dp * len(grid)
+                bandwidth = min(bandwidth, link[0] * 1e9 / flows)
+                latency = link[1]
+            pp_Bps.append(bandwidth)
+            pp_latency.append(latency)
+            if len(grid) > 1:
+                # Heterogeneous DP: the stage's replicas sit on different nodes (or zones).
+                members = [other[i] for other in grid]
+                slowest = min(group_links_GBps(m.group)[1] for m in members) * 1e9
+                bandwidth_dp = slowest * params.inter_node_efficiency
+                latency_dp = params.inter_node_latency_us * 1e-6
+                zones = {m.group.zone for m in members}
+                if len(zones) > 1:
+                    zone_a, zone_b = sorted(zones)[:2]
+                    link_bw, link_latency = _zone_link(cluster, zone_a, zone_b) or (math.inf, 0.0)
+                    # All stages' tp rings cross the zone link concurrently.
+                    bandwidth_dp = min(bandwidth_dp, link_bw * 1e9 / (placement.tp * pp))
+                    latency_dp = max(latency_dp, link_latency)
+                dp_Bps.append(bandwidth_dp)
+                dp_latency.append(latency_dp)
+            else:
+                dp_Bps.append(np.nan)
+                dp_latency.append(np.nan)
+
+    def column(values: list[float]) -> np.ndarray:
+        return np.asarray(values, dtype=float)
+
+    n = len(flat)
+    inputs = StageInputs(
+        dense_layers=column([kinds[p.stage][0] for p in flat]),
+        moe_layers=column([kinds[p.stage][1] for p in flat]),
+        has_embedding=column([p.stage == 0 for p in flat]),
+        has_head=column([p.stage == pp - 1 for p in flat]),
+        tp=column([p.tp for p in flat]),
+        cp=np.full(n, float(plan.cp)),
+        ep=np.full(n, float(plan.ep)),
+        dp=column([len(grid) if len(grid) > 1 else p.dp for p in flat]),
+        micro_batch_size=np.full(n, float(plan.micro_batch_size)),
+        sequence_parallel=column([plan.sp and p.tp > 1 for p in flat]).astype(np.int64),
+        recompute=np.full(n, RECOMPUTE_CODES[plan.recompute], dtype=np.int64),
+        zero_stage=np.full(n, plan.zero_stage, dtype=np.int64),
+        offload_optimizer=np.full(n, int(plan.offload_optimizer), dtype=np.int64),
+        tp_comm_overlap=np.full(n, int(plan.tp_comm_overlap), dtype=np.int64),
+        pp=np.full(n, float(pp)),
+        vpp=np.full(n, float(plan.vpp)),
+        stage_index=column([p.stage for p in flat]),
+        microbatches=column([microbatches[p.pipeline] for p in flat]),
+        gpipe=np.full(n, int(plan.schedule == "gpipe"), dtype=np.int64),
+        pp_Bps=column(pp_Bps),
+        pp_latency_s=column(pp_latency),
+        dp_Bps=column(dp_Bps),
+        dp_latency_s=column(dp_latency),
+    )
+    return stage_costs(ctx, inputs, hardware)
+
+
+__all__ = ["Violation", "describe", "estimate_heterogeneous"]

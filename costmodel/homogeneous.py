@@ -1,0 +1,242 @@
+"""Vectorized evaluation of homogeneous plans (every stage alike, one node group).
+
+A homogeneous plan has three kinds of pipeline stage: the first (with the input embedding), the
+middle ones and the last (with the output layer and loss); with pp = 1 the single stage has both.
+We price the three kinds for all N plans in one ``stage_costs`` call on 3N entries, then combine
+them with the pipeline schedule (``pipeline.py``).
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from costmodel import comm, pipeline
+from costmodel.context import ModelContext
+from costmodel.feasibility import Violation, flag
+from costmodel.flops import layer_counts
+from costmodel.hardware import peak_tflops, resolve_gpu
+from costmodel.hardware_arrays import group_hardware, mfu_peak_tflops
+from costmodel.specs import ModelSpec, NodeGroup
+from costmodel.stage import RECOMPUTE_CODES, StageCosts, StageInputs, stage_costs
+
+_DEFAULTS: dict[str, Any] = {
+    "cp": 1,
+    "ep": 1,
+    "vpp": 1,
+    "zero_stage": 0,
+    "recompute": 0,
+    "offload_optimizer": False,
+    "overlap_grad_reduce": True,
+    "tp_comm_overlap": False,
+    "schedule": 0,
+}
+REQUIRED = ("dp", "tp", "pp", "micro_batch_size")
+KNOWN = (*REQUIRED, *_DEFAULTS, "sequence_parallel")
+
+
+def normalize_plans(plans: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Plan field name -> equal-length int64 arrays, defaults filled, codes for enums."""
+    unknown = sorted(set(plans) - set(KNOWN))
+    if unknown:
+        raise ValueError(f"unknown plan field(s): {', '.join(unknown)}; known: {', '.join(KNOWN)}")
+    missing = [name for name in REQUIRED if name not in plans]
+    if missing:
+        raise ValueError(f"plans is missing required field(s): {', '.join(missing)}")
+    size = len(np.atleast_1d(plans["dp"]))
+    out: dict[str, np.ndarray] = {}
+    for name in KNOWN:
+        raw = plans.get(name, _DEFAULTS.get(name))
+        if name == "sequence_parallel" and raw is None:
+            continue
+        values = np.atleast_1d(np.asarray(raw))
+        if name == "recompute" and values.dtype.kind in "UO":
+            try:
+                values = np.array([RECOMPUTE_CODES[str(v)] for v in values])
+            except KeyError as exc:
+                raise ValueError(f"recompute: unknown mode {exc.args[0]!r}") from None
+        if name == "schedule" and values.dtype.kind in "UO":
+            values = np.array([1 if str(v) == "gpipe" else 0 for v in values])
+        values = values.astype(np.int64)
+        if values.shape == (1,) and size != 1:
+            values = np.full(size, values[0], dtype=np.int64)
+        if values.shape != (size,):
+            raise ValueError(f"plans field '{name}' has {values.shape[0]} entries, expected {size}")
+        out[name] = values
+    if "sequence_parallel" not in out:
+        out["sequence_parallel"] = (out["tp"] > 1).astype(np.int64)
+    for name in ("dp", "tp", "pp", "cp", "ep", "vpp", "micro_batch_size"):
+        if np.any(out[name] < 1):
+            raise ValueError(f"plans field '{name}' must be >= 1")
+    if np.any((out["zero_stage"] < 0) | (out["zero_stage"] > 3)):
+        raise ValueError("plans field 'zero_stage' must be 0..3")
+    return out
+
+
+@dataclass
+class HomogeneousResult:
+    """Arrays over N plans, plus the three stage kinds' costs for explanation."""
+
+    arrays: dict[str, np.ndarray]
+    stages: StageCosts  # arrays broadcastable to (3, N): first, middle, last stage kinds
+    microbatches: np.ndarray
+
+
+def structural_violations(
+    model: ModelSpec, ctx: ModelContext, group: NodeGroup, p: dict[str, np.ndarray]
+) -> np.ndarray:
+    shape = ctx.shape
+    gbs = ctx.global_batch_size
+    gpus = p["dp"] * p["tp"] * p["pp"] * p["cp"]
+    v = flag(gpus > group.num_gpus, Violation.GPU_COUNT)
+    v |= flag(shape.heads % p["tp"] != 0, Violation.HEADS_TP)
+    v |= flag(shape.kv_heads % p["tp"] != 0, Violation.KV_HEADS_TP)
+    ffn_bad = shape.ffn % p["tp"] != 0
+    if shape.num_experts:
+        ffn_bad |= shape.expert_ffn % p["tp"] != 0
+        v |= flag(shape.num_experts % p["ep"] != 0, Violation.EXPERTS_EP)
+        v |= flag((p["dp"] * p["cp"]) % p["ep"] != 0, Violation.EP_DP)
+    else:
+        v |= flag(p["ep"] > 1, Violation.EP_DENSE)
+    v |= flag(ffn_bad, Violation.FFN_TP)
+    v |= flag(model.num_layers % (p["pp"] * p["vpp"]) != 0, Violation.LAYERS_PP)
+    dp_mbs = p["dp"] * p["micro_batch_size"]
+    v |= flag(gbs % dp_mbs != 0, Violation.BATCH)
+    microbatches = gbs // dp_mbs
+    v |= flag((p["vpp"] > 1) & (microbatches % p["pp"] != 0), Violation.INTERLEAVE_MICROBATCHES)
+    v |= flag(ctx.seq_length % p["cp"] != 0, Violation.SEQ_CP)
+    v |= flag((p["sequence_parallel"] > 0) & (p["tp"] == 1), Violation.SP_TP)
+    if peak_tflops(resolve_gpu(group.gpu), ctx.precision) <= 0:
+        v |= int(Violation.PRECISION)
+    return v
+
+
+def evaluate_homogeneous(
+    model: ModelSpec, ctx: ModelContext, group: NodeGroup, plans: Mapping[str, Any]
+) -> HomogeneousResult:
+    p = normalize_plans(plans)
+    n = p["dp"].shape[0]
+    violations = structural_violations(model, ctx, group, p)
+    microbatches = np.maximum(ctx.global_batch_size // (p["dp"] * p["micro_batch_size"]), 1)
+
+    dense_total, moe_total = layer_counts(model)
+    pp = p["pp"]
+    single = pp == 1
+    # Plan fields broadcast as (1, N); fields that differ between the three stage kinds (first,
+    # middle, last) are (3, N). numpy then computes plan-only terms once, not three times.
+    zeros = np.zeros(n)
+    ones = np.ones(n)
+    hw = group_hardware(group, ctx.precision, ctx.params)  # scalars (shape (1,)) broadcast
+    gpn = hw.gpus_per_node[0]
+    # Adjacent pipeline stages share a node only if a whole model replica slice fits twice.
+    pp_local = comm.ranks_per_node(pp, p["tp"] * p["cp"] * p["dp"], gpn)
+    pp_Bps = np.where(pp_local > 1, hw.intra_Bps[0], hw.inter_Bps[0])
+    pp_latency = (
+        np.where(pp_local > 1, ctx.params.intra_node_latency_us, ctx.params.inter_node_latency_us)
+        * 1e-6
+    )
+
+    def row(values: np.ndarray, dtype: type = float) -> np.ndarray:
+        return values.astype(dtype)[None, :]
+
+    single_f = single.astype(float)
+    inputs = StageInputs(
+        dense_layers=row(dense_total / pp),
+        moe_layers=row(moe_total / pp),
+        has_embedding=np.stack([ones, zeros, single_f]),
+        has_head=np.stack([single_f, zeros, ones]),
+        tp=row(p["tp"]),
+        cp=row(p["cp"]),
+        ep=row(p["ep"]),
+        dp=row(p["dp"]),
+        micro_batch_size=row(p["micro_batch_size"]),
+        sequence_parallel=row(p["sequence_parallel"], np.int64),
+        recompute=row(p["recompute"], np.int64),
+        zero_stage=row(p["zero_stage"], np.int64),
+        offload_optimizer=row(p["offload_optimizer"], np.int64),
+        tp_comm_overlap=row(p["tp_comm_overlap"], np.int64),
+        pp=row(pp),
+        vpp=row(p["vpp"]),
+        stage_index=np.stack([zeros, np.minimum(1, pp - 1), pp - 1]).astype(float),
+        microbatches=row(microbatches),
+        gpipe=row(p["schedule"], np.int64),
+        pp_Bps=row(pp_Bps),
+        pp_latency_s=row(pp_latency),
+        dp_Bps=np.full((1, 1), np.nan),
+        dp_latency_s=np.full((1, 1), np.nan),
+    )
+    costs = stage_costs(ctx, inputs, hw)
+
+    def kinds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        full = np.broadcast_to(values, (3, n))
+        return full[0], full[1], full[2]
+
+    per_mb = kinds(costs.per_microbatch_s)
+    # Stage-count weights of the three kinds: 1 first, pp - 2 middle, 1 last (pp = 1: one stage).
+    weights = (ones, np.maximum(pp - 2, 0).astype(float), np.where(single, 0.0, 1.0))
+    schedule = pipeline.homogeneous_schedule(per_mb, weights, microbatches, p["vpp"])
+
+    backward = kinds(costs.backward_s)
+    dp_exposed = pipeline.exposed_dp_comm(
+        dp_comm=kinds(costs.dp_comm_s),
+        budget=tuple(b * (p["overlap_grad_reduce"] > 0) for b in kinds(costs.dp_overlap_budget_s)),
+        # Stage i finishes its last backward i backward-steps before stage 0 does.
+        slack=(
+            zeros,
+            np.where(pp > 2, backward[1], 0.0),
+            np.where(single, 0.0, (pp - 1) * backward[1]),
+        ),
+        present=(ones, (pp > 2).astype(float), ones),
+        interference=ctx.params.overlap_interference,
+    )
+    optimizer = np.max(np.stack(kinds(costs.optimizer_s)), axis=0)
+    step = schedule.pipeline_s + dp_exposed + optimizer + ctx.params.per_step_overhead_s
+
+    memory = kinds(costs.memory_gib)
+    peak_memory = np.maximum(memory[0], memory[2])
+    worst_stage = np.where(memory[2] > memory[0], pp - 1, 0)
+    capacity = np.full(n, hw.capacity_gib[0])
+    violations |= flag(peak_memory > capacity, Violation.MEMORY)
+
+    gpu = resolve_gpu(group.gpu)
+    num_gpus = p["dp"] * p["tp"] * p["pp"] * p["cp"]
+    tokens = float(ctx.global_batch_size * ctx.seq_length)
+    tokens_per_s = tokens / step
+    mfu_peak = mfu_peak_tflops(gpu, ctx.precision) * 1e12
+    hw_flops = kinds(costs.hardware_flops)
+    mean_hw_flops = (
+        weights[0] * hw_flops[0] + weights[1] * hw_flops[1] + weights[2] * hw_flops[2]
+    ) / pp
+    price = (
+        group.price_per_gpu_hour if group.price_per_gpu_hour is not None else gpu.price_per_gpu_hour
+    )
+    usd_per_hour = num_gpus * price if price is not None else np.full(n, np.nan)
+    arrays = {
+        "feasible": violations == 0,
+        "violations": violations,
+        "num_gpus": num_gpus,
+        "microbatches": microbatches,
+        "step_time_s": step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
+        "peak_memory_gib": peak_memory,
+        "capacity_gib": capacity,
+        "worst_stage": worst_stage,
+        "pipeline_s": schedule.pipeline_s,
+        "bubble_s": schedule.bubble_s,
+        "slowest_kind": schedule.slowest_kind,
+        "dp_comm_exposed_s": dp_exposed,
+        "optimizer_s": optimizer,
+        "mfu": tokens_per_s * _model_flops_per_token(model, ctx) / (num_gpus * mfu_peak),
+        "hfu": mean_hw_flops * microbatches / step / mfu_peak,
+        "usd_per_hour": usd_per_hour,
+        "usd_per_million_tokens": usd_per_hour / 3600.0 / tokens_per_s * 1e6,
+    }
+    return HomogeneousResult(arrays=arrays, stages=costs, microbatches=microbatches)
+
+
+def _model_flops_per_token(model: ModelSpec, ctx: ModelContext) -> float:
+    from costmodel.flops import model_flops_per_token
+
+    return model_flops_per_token(model, ctx.seq_length)
