@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from costmodel.context import ModelContext
 from costmodel.explain import explain_homogeneous
 from costmodel.heterogeneous import estimate_heterogeneous
-from costmodel.homogeneous import evaluate_homogeneous
+from costmodel.homogeneous import evaluate_homogeneous, plan_arrays
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, Estimate, ModelSpec, NodeGroup, Plan, TrainingSpec
 
@@ -54,25 +54,7 @@ def estimate(
     if plan.stages is not None:
         return estimate_heterogeneous(model, training, cluster, plan, ctx)
     group = _group(cluster, plan.group)
-    fields = plan.model_dump(
-        include={
-            "dp",
-            "tp",
-            "pp",
-            "cp",
-            "ep",
-            "vpp",
-            "micro_batch_size",
-            "zero_stage",
-            "recompute",
-            "offload_optimizer",
-            "overlap_grad_reduce",
-            "tp_comm_overlap",
-            "schedule",
-        }
-    )
-    fields["sequence_parallel"] = plan.sp
-    result = evaluate_homogeneous(model, ctx, group, {k: [v] for k, v in fields.items()})
+    result = evaluate_homogeneous(model, ctx, group, plan_arrays(plan), normalized=True)
     return explain_homogeneous(model, training, group, plan, ctx, result)
 
 

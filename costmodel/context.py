@@ -1,8 +1,9 @@
 """Plan-independent facts about one (model, training, efficiency) triple, resolved once."""
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from costmodel.flops import LayerShape
+from costmodel.flops import LayerShape, model_flops_per_token
 from costmodel.params import EfficiencyParams
 from costmodel.specs import ModelSpec, TrainingSpec
 
@@ -43,9 +44,16 @@ class ModelContext:
     num_layers: int
     tie_embeddings: bool
     params: EfficiencyParams
+    model_flops_per_token: float  # MFU numerator, see flops.model_flops_per_token
 
     @classmethod
     def build(
+        cls, model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
+    ) -> "ModelContext":
+        return _build_context(cls, model, training, params)
+
+    @classmethod
+    def _build(
         cls, model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
     ) -> "ModelContext":
         weight, grad, optim = _BYTES_PER_PARAM[training.precision]
@@ -66,4 +74,14 @@ class ModelContext:
             num_layers=model.num_layers,
             tie_embeddings=model.tie_embeddings,
             params=params,
+            model_flops_per_token=model_flops_per_token(model, training.seq_length),
         )
+
+
+@lru_cache(maxsize=256)
+def _build_context(
+    cls: type[ModelContext], model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
+) -> ModelContext:
+    # Specs are frozen (hashable) pydantic models: a search prices thousands of plans for one
+    # (model, training) pair, so the derived shape is computed once.
+    return cls._build(model, training, params)

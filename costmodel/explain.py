@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 from costmodel.context import ModelContext
 from costmodel.feasibility import describe
 from costmodel.hardware import resolve_gpu
@@ -16,17 +18,29 @@ from costmodel.specs import (
     TimeBreakdown,
     TrainingSpec,
 )
-from costmodel.stage import StageCosts
+from costmodel.stage import StageCosts, inflight_layers
+
+_PER_MICROBATCH_PARTS = (
+    "forward_s",
+    "backward_s",
+    "recompute_s",
+    "tp_comm_s",
+    "cp_comm_s",
+    "ep_comm_s",
+    "pp_comm_s",
+    "zero3_exposed_s",
+    "overhead_s",
+)
 
 
 def _kinds(costs: StageCosts) -> list[dict[str, float]]:
     """Values of the three stage kinds (first, middle, last) of a one-plan result."""
-    columns = {name: getattr(costs, name) for name in StageCosts.__dataclass_fields__}
+    columns = {
+        name: np.asarray(getattr(costs, name)).reshape(-1)
+        for name in StageCosts.__dataclass_fields__
+    }
     return [
-        {
-            name: float(values[kind if values.shape[0] == 3 else 0, 0])
-            for name, values in columns.items()
-        }
+        {name: float(values[kind if values.size == 3 else 0]) for name, values in columns.items()}
         for kind in range(3)
     ]
 
@@ -91,8 +105,19 @@ def explain_homogeneous(
         ctx.params.per_step_overhead_s,
     )
     per_stage = []
+    layers = model.num_layers / plan.pp
     for index in range(plan.pp):
         kind = kinds[0] if index == 0 else kinds[2] if index == plan.pp - 1 else kinds[1]
+        if 0 < index < plan.pp - 1:
+            # Middle stages differ only in how many micro-batches they hold in flight.
+            held = float(
+                inflight_layers(
+                    plan.pp, plan.vpp, index, microbatches, layers, int(plan.schedule == "gpipe")
+                )
+            )
+            scale = held / kind["inflight_layers"] if kind["inflight_layers"] else 1.0
+            extra = kind["inflight_activations_gib"] * (scale - 1.0)
+            kind = {**kind, "activations_gib": kind["activations_gib"] + extra}
         memory = memory_of(kind)
         per_stage.append(
             StageEstimate(
@@ -102,20 +127,7 @@ def explain_homogeneous(
                 num_layers=model.num_layers // plan.pp,
                 tp=plan.tp,
                 dp=plan.dp,
-                time_per_microbatch_s=sum(
-                    kind[name]
-                    for name in (
-                        "forward_s",
-                        "backward_s",
-                        "recompute_s",
-                        "tp_comm_s",
-                        "cp_comm_s",
-                        "ep_comm_s",
-                        "pp_comm_s",
-                        "zero3_exposed_s",
-                        "overhead_s",
-                    )
-                ),
+                time_per_microbatch_s=sum(kind[name] for name in _PER_MICROBATCH_PARTS),
                 memory_gib=memory,
                 peak_memory_gib=memory.total,
                 capacity_gib=float(arrays["capacity_gib"]),

@@ -1,5 +1,7 @@
 """Turn a node group into the per-stage ``Hardware`` arrays the stage model consumes."""
 
+from functools import lru_cache
+
 import numpy as np
 
 from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, group_links_GBps, peak_tflops, resolve_gpu
@@ -19,9 +21,11 @@ def scale_up_domain(group: NodeGroup, gpu: GpuSpec) -> int:
     return min(max(group.gpus_per_node, gpu.nvlink_domain_gpus or 0), group.num_gpus)
 
 
+@lru_cache(maxsize=1024)
 def group_hardware(
     group: NodeGroup, precision: str, params: EfficiencyParams, size: int = 1
 ) -> Hardware:
+    """Hardware arrays of one node group (cached: treat the result as read-only)."""
     gpu = resolve_gpu(group.gpu)
     intra_GBps, inter_GBps = group_links_GBps(group)
     attention_precision = {"fp8": "bf16"}.get(precision, precision)

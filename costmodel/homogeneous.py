@@ -18,7 +18,7 @@ from costmodel.feasibility import Violation, flag
 from costmodel.flops import layer_counts
 from costmodel.hardware import peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import group_hardware, mfu_peak_tflops
-from costmodel.specs import ModelSpec, NodeGroup
+from costmodel.specs import ModelSpec, NodeGroup, Plan
 from costmodel.stage import RECOMPUTE_CODES, StageCosts, StageInputs, stage_costs
 
 _DEFAULTS: dict[str, Any] = {
@@ -112,10 +112,37 @@ def structural_violations(
     return v
 
 
+def plan_arrays(plan: Plan) -> dict[str, np.ndarray]:
+    """One validated Plan as the 1-element int arrays ``evaluate_homogeneous`` consumes."""
+    values = {
+        "dp": plan.dp,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "cp": plan.cp,
+        "ep": plan.ep,
+        "vpp": plan.vpp,
+        "micro_batch_size": plan.micro_batch_size,
+        "zero_stage": plan.zero_stage,
+        "recompute": RECOMPUTE_CODES[plan.recompute],
+        "offload_optimizer": int(plan.offload_optimizer),
+        "overlap_grad_reduce": int(plan.overlap_grad_reduce),
+        "tp_comm_overlap": int(plan.tp_comm_overlap),
+        "schedule": int(plan.schedule == "gpipe"),
+        "sequence_parallel": int(plan.sp),
+    }
+    return {name: np.array([value], dtype=np.int64) for name, value in values.items()}
+
+
 def evaluate_homogeneous(
-    model: ModelSpec, ctx: ModelContext, group: NodeGroup, plans: Mapping[str, Any]
+    model: ModelSpec,
+    ctx: ModelContext,
+    group: NodeGroup,
+    plans: Mapping[str, Any],
+    *,
+    normalized: bool = False,
 ) -> HomogeneousResult:
-    p = normalize_plans(plans)
+    """Price N homogeneous plans; ``normalized`` skips checks for ``plan_arrays`` output."""
+    p = dict(plans) if normalized else normalize_plans(plans)
     n = p["dp"].shape[0]
     violations = structural_violations(model, ctx, group, p)
     microbatches = np.maximum(ctx.global_batch_size // (p["dp"] * p["micro_batch_size"]), 1)
@@ -137,15 +164,25 @@ def evaluate_homogeneous(
         * 1e-6
     )
 
+    # One plan (the scalar face): flat length-3 arrays, one per stage kind, keep every ufunc
+    # on numpy's same-shape fast path; N plans: (1, N) rows against (3, N) kind arrays.
+    flat = n == 1
+
     def row(values: np.ndarray, dtype: type = float) -> np.ndarray:
-        return values.astype(dtype)[None, :]
+        values = values.astype(dtype)
+        return np.repeat(values, 3) if flat else values[None, :]
+
+    def stack(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if flat else np.stack(parts)
+
+    nan = np.full(3 if flat else (1, 1), np.nan)
 
     single_f = single.astype(float)
     inputs = StageInputs(
         dense_layers=row(dense_total / pp),
         moe_layers=row(moe_total / pp),
-        has_embedding=np.stack([ones, zeros, single_f]),
-        has_head=np.stack([single_f, zeros, ones]),
+        has_embedding=stack([ones, zeros, single_f]),
+        has_head=stack([single_f, zeros, ones]),
         tp=row(p["tp"]),
         cp=row(p["cp"]),
         ep=row(p["ep"]),
@@ -158,19 +195,29 @@ def evaluate_homogeneous(
         tp_comm_overlap=row(p["tp_comm_overlap"], np.int64),
         pp=row(pp),
         vpp=row(p["vpp"]),
-        stage_index=np.stack([zeros, np.minimum(1, pp - 1), pp - 1]).astype(float),
+        stage_index=stack([zeros, np.minimum(1, pp - 1), pp - 1]).astype(float),
         microbatches=row(microbatches),
         gpipe=row(p["schedule"], np.int64),
         pp_Bps=row(pp_Bps),
         pp_latency_s=row(pp_latency),
-        dp_Bps=np.full((1, 1), np.nan),
-        dp_latency_s=np.full((1, 1), np.nan),
+        dp_Bps=nan,
+        dp_latency_s=nan,
     )
     costs = stage_costs(ctx, inputs, hw)
 
     def kinds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        full = np.broadcast_to(values, (3, n))
-        return full[0], full[1], full[2]
+        """Split a stage-model output into its (first, middle, last) kinds, each of length N."""
+        values = np.asarray(values)
+        per_kind = values.shape[0] == 3 if values.ndim else False
+        if flat:
+            if per_kind:
+                return values[0:1], values[1:2], values[2:3]
+            same = values.reshape(-1)[:1]
+            return same, same, same
+        if per_kind:
+            return values[0], values[1], values[2]
+        same = np.broadcast_to(values.reshape(-1), (n,))
+        return same, same, same
 
     per_mb = kinds(costs.per_microbatch_s)
     # Stage-count weights of the three kinds: 1 first, pp - 2 middle, 1 last (pp = 1: one stage).
@@ -228,15 +275,9 @@ def evaluate_homogeneous(
         "slowest_kind": schedule.slowest_kind,
         "dp_comm_exposed_s": dp_exposed,
         "optimizer_s": optimizer,
-        "mfu": tokens_per_s * _model_flops_per_token(model, ctx) / (num_gpus * mfu_peak),
+        "mfu": tokens_per_s * ctx.model_flops_per_token / (num_gpus * mfu_peak),
         "hfu": mean_hw_flops * microbatches / step / mfu_peak,
         "usd_per_hour": usd_per_hour,
         "usd_per_million_tokens": usd_per_hour / 3600.0 / tokens_per_s * 1e6,
     }
     return HomogeneousResult(arrays=arrays, stages=costs, microbatches=microbatches)
-
-
-def _model_flops_per_token(model: ModelSpec, ctx: ModelContext) -> float:
-    from costmodel.flops import model_flops_per_token
-
-    return model_flops_per_token(model, ctx.seq_length)

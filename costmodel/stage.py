@@ -105,6 +105,8 @@ class StageCosts:
     optimizer_states_gib: Array
     activations_gib: Array
     other_gib: Array
+    inflight_activations_gib: Array  # the part of activations that scales with in-flight layers
+    inflight_layers: Array
     hardware_flops: Array  # per micro-batch, incl. recompute (for HFU)
 
     @property
@@ -130,6 +132,13 @@ class StageCosts:
             + self.activations_gib
             + self.other_gib
         )
+
+
+def _by_recompute(mode: Array, *, full: Array, selective: Array) -> Array:
+    """Extra forward work of each recompute mode (0 for none)."""
+    return np.where(
+        mode == RECOMPUTE_FULL, full, np.where(mode == RECOMPUTE_SELECTIVE, selective, 0.0)
+    )
 
 
 def _gemm_s(flops: Array, smallest_dim: Array, hw: Hardware, half_dim: float) -> Array:
@@ -255,7 +264,9 @@ def _activation_bytes_per_layer(ctx: ModelContext, st: StageInputs, tokens: Arra
     return dense, moe, checkpoint
 
 
-def _inflight_layer_multiplier(st: StageInputs, layers: Array) -> Array:
+def inflight_layers(
+    pp: Array, vpp: Array, stage_index: Array, microbatches: Array, layers: Array, gpipe: Array
+) -> Array:
     """Layers' worth of one micro-batch's activations a stage holds at its peak.
 
     1F1B: stage i keeps min(p - i, m) micro-batches (Narayanan et al. Sec. 2.2); interleaved
@@ -263,12 +274,12 @@ def _inflight_layer_multiplier(st: StageInputs, layers: Array) -> Array:
     layers, which for i = 0 gives L (1 + (p - 1)/(p v)) (Korthikanti et al. Sec. 4.2.3);
     GPipe keeps all m micro-batches.
     """
-    p, v, i, m = st.pp, st.vpp, st.stage_index, st.microbatches
+    p, v, i, m = pp, vpp, stage_index, microbatches
     one_f_one_b = np.minimum(p - i, m) * layers
     chunks = np.minimum((p - i - 1) * 2 + (v - 1) * p + 1, m * v)
     interleaved = chunks * layers / v
     steady = np.where(v > 1, interleaved, one_f_one_b)
-    return np.where(st.gpipe > 0, m * layers, steady)
+    return np.where(gpipe > 0, m * layers, steady)
 
 
 def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
@@ -302,11 +313,7 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         + st.has_head * (2.0 * head_fwd + 2.0 * loss_s / 3.0)
         + (st.has_embedding * embed_s)
     )
-    recompute = np.select(
-        [st.recompute == RECOMPUTE_FULL, st.recompute == RECOMPUTE_SELECTIVE],
-        [layers_fwd, layers * core],
-        0.0,
-    )
+    recompute = _by_recompute(st.recompute, full=layers_fwd, selective=layers * core)
 
     # ---- tensor-parallel collectives -------------------------------------------------------------
     tp_local = comm.ranks_per_node(st.tp, 1, hw.gpus_per_node)
@@ -426,7 +433,7 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         params.overlap_interference * zero3_per_mb,
     )
     zero3_exposed = np.where(zero >= 3, zero3_hidden_cost, 0.0)
-    dp_comm = np.select([zero >= 3, zero >= 1], [0.0, sharded_reduce], grad_reduce)
+    dp_comm = np.where(zero >= 3, 0.0, np.where(zero >= 1, sharded_reduce, grad_reduce))
     dp_comm = np.where(shard > 1, dp_comm, 0.0)
     overlap_budget = params.grad_reduce_overlap * backward
 
@@ -442,17 +449,16 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     dense_act, moe_act, checkpoint = _activation_bytes_per_layer(ctx, st, tokens)
     avg_layer_act = (st.dense_layers * dense_act + st.moe_layers * moe_act) / np.maximum(layers, 1)
     stored_per_layer = np.where(st.recompute == RECOMPUTE_FULL, checkpoint, avg_layer_act)
-    inflight_layers = _inflight_layer_multiplier(st, layers)
+    held_layers = inflight_layers(st.pp, st.vpp, st.stage_index, st.microbatches, layers, st.gpipe)
     # Full recompute re-materializes one layer at a time during backward.
     working = np.where(st.recompute == RECOMPUTE_FULL, np.maximum(dense_act, moe_act), 0.0)
     embed_act = st.has_embedding * tokens * h * a / np.where(st.sequence_parallel > 0, st.tp, 1)
-    inflight_mbs = np.where(layers > 0, inflight_layers / np.maximum(layers, 1), 1.0)
+    inflight_mbs = np.where(layers > 0, held_layers / np.maximum(layers, 1), 1.0)
     # Logits of the micro-batch in its loss: 16-bit logits + the fp32 softmax Megatron's
     # vocab-parallel cross entropy keeps for backward (its gradient is computed in place).
     logits_B = st.has_head * tokens * vocab_tp * (a + 4.0)
-    activations_B = (
-        inflight_layers * stored_per_layer + working + embed_act * inflight_mbs + logits_B
-    )
+    inflight_B = held_layers * stored_per_layer + embed_act * inflight_mbs
+    activations_B = inflight_B + working + logits_B
 
     # ZeRO-3 keeps the current and the prefetched layer's full weights gathered.
     per_layer_params = (
@@ -485,6 +491,8 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         gradients_gib=grads_B / GIB,
         optimizer_states_gib=optimizer_B / GIB,
         activations_gib=activations_B / GIB,
+        inflight_activations_gib=inflight_B / GIB,
+        inflight_layers=held_layers,
         other_gib=other_gib,
         hardware_flops=hardware_flops,
     )
@@ -498,9 +506,7 @@ def _hardware_flops_per_microbatch(ctx: ModelContext, st: StageInputs, tokens: A
     moe = shape.attention_proj_flops + shape.moe_mlp_flops + core
     layer_fwd = tokens * (st.dense_layers * dense + st.moe_layers * moe) / st.tp
     head = st.has_head * tokens * shape.logits_flops / st.tp
-    recompute = np.select(
-        [st.recompute == RECOMPUTE_FULL, st.recompute == RECOMPUTE_SELECTIVE],
-        [layer_fwd, tokens * layers * core / st.tp],
-        0.0,
+    recompute = _by_recompute(
+        st.recompute, full=layer_fwd, selective=tokens * layers * core / st.tp
     )
     return 3.0 * (layer_fwd + head) + recompute
