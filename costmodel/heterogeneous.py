@@ -161,10 +161,7 @@ def estimate_heterogeneous(
         else:
             microbatches = [max(1, gbs // (num_pipelines * mbs))] * num_pipelines
     else:
-        stage_dps = {placement.dp for placement in flat}
-        if len(stage_dps) > 1:
-            reasons.append("group stages must share one dp (use 'replicas' for uneven replicas)")
-        dp = flat[0].dp
+        dp = plan.dp  # the spec guarantees every group stage runs plan.dp replicas
         if gbs % (dp * mbs):
             reasons.append(
                 f"global_batch_size={gbs} is not a multiple of dp*micro_batch_size={dp * mbs}"

@@ -77,6 +77,11 @@ class Plan(Spec):
         if self.sequence_parallel and self.tp == 1 and self.stages is None:
             raise ValueError("sequence_parallel needs tp > 1")
         if self.stages is not None:
+            if self.group is not None:
+                raise ValueError("give either 'group' (homogeneous) or 'stages', not both")
+            uneven = sorted({s.dp for s in self.stages if s.dp is not None and s.dp != self.dp})
+            if uneven:
+                raise ValueError(f"stage dp {uneven[0]} differs from the plan's dp {self.dp}")
             if len(self.stages) != self.pp:
                 raise ValueError(f"stages lists {len(self.stages)} stages but pp is {self.pp}")
             replica_counts = {len(s.replicas) for s in self.stages if s.replicas is not None}
