@@ -141,8 +141,15 @@ def _by_recompute(mode: Array, *, full: Array, selective: Array) -> Array:
     )
 
 
-def _gemm_s(flops: Array, smallest_dim: Array, hw: Hardware, half_dim: float) -> Array:
-    rolloff = smallest_dim / (smallest_dim + half_dim)
+def _gemm_s(flops: Array, tokens: Array, n: Array, k: Array, hw: Hardware, half: float) -> Array:
+    """Time of GEMMs totalling ``flops`` whose shape is (tokens x k) @ (k x n).
+
+    Efficiency rolls off with the GEMM's size d = min(tokens, sqrt(n * k)) as d / (d + half):
+    small weight shards (high tp, small hidden sizes, thin expert batches) leave tiles and SMs
+    idle (wave quantization) and are closer to memory-bound.
+    """
+    size = np.minimum(tokens, np.sqrt(n * k))
+    rolloff = size / (size + half)
     return flops / (hw.gemm_peak_Fps * hw.gemm_efficiency * rolloff)
 
 
@@ -150,30 +157,24 @@ def _layer_forward_gemm_s(ctx: ModelContext, st: StageInputs, hw: Hardware, toke
     """Forward GEMM time of one dense layer and one MoE layer for ``tokens`` local tokens."""
     shape, half = ctx.shape, ctx.params.gemm_half_dim
     h, tp = shape.hidden, st.tp
+
+    def gemm(n: Array, k: Array, rows: Array = tokens) -> Array:
+        return _gemm_s(2 * rows * n * k, rows, n, k, hw, half)
+
     qkv_out = (shape.q_width + 2 * shape.kv_width) / tp
-    attention = _gemm_s(2 * tokens * h * qkv_out, np.minimum(tokens, qkv_out), hw, half)
-    attention = attention + _gemm_s(
-        2 * tokens * shape.q_width / tp * h, np.minimum(tokens, shape.q_width / tp), hw, half
-    )
+    attention = gemm(qkv_out, h) + gemm(h, shape.q_width / tp)
     up_width = shape.ffn * (shape.ffn_matrices - 1) / tp
-    dense_mlp = _gemm_s(2 * tokens * h * up_width, np.minimum(tokens, up_width), hw, half)
-    dense_mlp = dense_mlp + _gemm_s(
-        2 * tokens * shape.ffn / tp * h, np.minimum(tokens, shape.ffn / tp), hw, half
-    )
+    dense_mlp = gemm(up_width, h) + gemm(h, shape.ffn / tp)
     if shape.num_experts:
         # Each GPU hosts E/ep experts; on average each receives tokens * top_k * ep / E tokens.
+        experts_per_gpu = shape.num_experts / st.ep
         expert_tokens = tokens * shape.top_k * st.ep / shape.num_experts
         expert_up = shape.expert_ffn * (shape.ffn_matrices - 1) / tp
-        routed_flops = 2 * tokens * shape.top_k * shape.expert_params / tp
-        routed = _gemm_s(
-            routed_flops,
-            np.minimum(expert_tokens, np.minimum(expert_up, shape.expert_ffn / tp)),
-            hw,
-            half,
+        routed = experts_per_gpu * (
+            gemm(expert_up, h, expert_tokens) + gemm(h, shape.expert_ffn / tp, expert_tokens)
         )
-        shared_flops = 2 * tokens * shape.shared_experts * shape.expert_params / tp
-        shared = _gemm_s(shared_flops, np.minimum(tokens, shape.expert_ffn / tp), hw, half)
-        router = _gemm_s(2 * tokens * h * shape.num_experts, np.minimum(tokens, 64.0), hw, half)
+        shared = shape.shared_experts * (gemm(expert_up, h) + gemm(h, shape.expert_ffn / tp))
+        router = gemm(float(shape.num_experts), h)
         moe_mlp = routed + shared + router
     else:
         moe_mlp = np.zeros_like(dense_mlp)
@@ -297,11 +298,12 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     moe_fwd = attn_gemm + moe_mlp + core + moe_elem
     layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd
     vocab_tp = shape.vocab / st.tp
-    head_fwd = _gemm_s(
-        2 * tokens * h * vocab_tp, np.minimum(tokens, vocab_tp), hw, params.gemm_half_dim
-    )
-    # Cross-entropy in fp32 over the vocabulary shard: upcast, softmax, gradient (~16 B/logit).
-    loss_s = tokens * vocab_tp * 16.0 / (hw.hbm_Bps * params.memory_bound_efficiency)
+    head_fwd = _gemm_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, params.gemm_half_dim)
+    # Cross-entropy in fp32 over the vocabulary shard, forward + backward: ~24 B per logit,
+    # between Megatron's fused vocab-parallel kernel (~12 B: read logits, write exp, read it,
+    # write the gradient) and PyTorch's unfused upcast + log-softmax + backward + downcast
+    # (~36 B).
+    loss_s = tokens * vocab_tp * 24.0 / (hw.hbm_Bps * params.memory_bound_efficiency)
     embed_s = tokens * h * a * 3.0 / (hw.hbm_Bps * params.memory_bound_efficiency)
     forward = layers_fwd + st.has_head * (head_fwd + loss_s / 3.0) + st.has_embedding * embed_s
     # FlashAttention's backward recomputes the scores, running 2.5x its forward FLOPs (Dao et
@@ -322,9 +324,21 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         st.tp, tp_local, params.intra_node_latency_us * 1e-6, params.inter_node_latency_us * 1e-6
     )
     one_allreduce = comm.all_reduce_s(tokens * h * a, st.tp, tp_busbw, tp_lat)
-    tp_collectives_per_layer = 4.0 + np.where(st.recompute == RECOMPUTE_FULL, 2.0, 0.0)
-    tp_comm = layers * tp_collectives_per_layer * one_allreduce
-    tp_comm = tp_comm * np.where(st.tp_comm_overlap > 0, 1.0 - params.tp_comm_overlap_fraction, 1.0)
+    # Forward: 2 collectives per layer (+2 when full recompute re-runs the forward), on the
+    # critical path unless tp_comm_overlap pipelines them with the GEMMs. Backward: Megatron-LM
+    # overlaps its 2 collectives with the weight-gradient GEMMs (Korthikanti et al. Table 4
+    # note; LinearWithGradAccumulationAndAsyncCommunication), so only the excess shows.
+    forward_collectives = 2.0 + np.where(st.recompute == RECOMPUTE_FULL, 2.0, 0.0)
+    tp_forward = layers * forward_collectives * one_allreduce
+    tp_forward = tp_forward * np.where(
+        st.tp_comm_overlap > 0, 1.0 - params.tp_comm_overlap_fraction, 1.0
+    )
+    weight_grad_s = st.dense_layers * (attn_gemm + dense_mlp) + st.moe_layers * (
+        attn_gemm + moe_mlp
+    )
+    tp_backward = layers * 2.0 * one_allreduce
+    tp_backward = np.maximum(params.overlap_interference * tp_backward, tp_backward - weight_grad_s)
+    tp_comm = tp_forward + tp_backward
 
     # ---- context-parallel ring exchange ----------------------------------------------------------
     cp_local = comm.ranks_per_node(st.cp, st.tp, hw.gpus_per_node)
@@ -352,7 +366,9 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     ep_comm = st.moe_layers * a2a_per_layer * one_a2a
 
     # ---- pipeline point-to-point -----------------------------------------------------------------
-    boundary_B = tokens * h * a / np.where(st.sequence_parallel > 0, st.tp, 1)
+    # Scatter/gather optimization (Narayanan et al. SC'21 Sec. 4.1): each tensor-parallel rank
+    # sends 1/t of the boundary activation; the receiving node all-gathers it over NVLink.
+    boundary_B = tokens * h * a / st.tp
     pp_comm = np.where(
         st.pp > 1, 2.0 * st.vpp * comm.p2p_s(boundary_B, st.pp_Bps, st.pp_latency_s), 0.0
     )

@@ -11,8 +11,9 @@ def test_validation_report_meets_accuracy_bounds():
     errors = [outcome.error for outcome in report.outcomes]
     baseline = [outcome.baseline_error for outcome in report.outcomes]
     # Regression guards on the uncalibrated model (see README for the full report).
-    assert np.mean(errors) <= 0.105
-    assert np.mean(errors) < np.mean(baseline)
+    assert np.mean(errors) <= 0.09
+    # At least 25% lower MAPE than the constant-MFU baseline fitted to the same rows.
+    assert np.mean(errors) <= 0.75 * np.mean(baseline)
     by_source: dict[str, list[float]] = {}
     for outcome in report.outcomes:
         by_source.setdefault(outcome.case.short_source, []).append(outcome.error)

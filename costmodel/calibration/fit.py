@@ -1,0 +1,303 @@
+"""Fit ``EfficiencyParams`` to profiles and observed steps; refuse what would not help.
+
+The fit minimizes a robust (soft-L1) loss of log(predicted / measured) over every point, each
+source (GEMMs of one dtype, one collective, one group of observed runs...) weighted to count
+once, plus a weak prior toward the base parameters (``solver``). Before fitting, the data is
+checked (``guards``) and the parameters no point depends on are left alone. After fitting:
+
+- a parameter the data pushes beyond a physical bound (an efficiency above 100% of peak) refuses
+  the calibration, naming it;
+- k-fold cross-validation predicts every point from a fit that did not see it; if these held-out
+  errors are worse than the base parameters' errors on the same points, the calibration is
+  refused: it never silently degrades the model.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodel.calibration import guards, solver
+from costmodel.calibration.guards import CalibrationError
+from costmodel.calibration.points import PointSet
+from costmodel.calibration.result import CalibrationResult, ParamChange, SourceError
+from costmodel.calibration.space import (
+    BOUND_TOLERANCE,
+    DEFAULT_FIT,
+    PARAMETERS,
+    ParamSpec,
+    check_names,
+    start_value,
+)
+from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, resolve_gpu
+from costmodel.observations import Profile, StepObservation
+from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
+
+# Forward-difference step in solver units (0.1% for log parameters).
+_FD_STEP = 1e-3
+# Held-out error may not rise by more than this (absolute MAPE, i.e. 0.1 percentage point).
+_DEGRADATION_TOLERANCE = 1e-3
+# A parameter "moved" when it changed by more than this in solver units (1% for ratios).
+_MOVED = 0.01
+
+
+@dataclass
+class _Problem:
+    points: PointSet
+    specs: list[ParamSpec]
+    base: EfficiencyParams
+    lower: np.ndarray
+    upper: np.ndarray
+    start: np.ndarray
+
+    @classmethod
+    def build(
+        cls, points: PointSet, specs: list[ParamSpec], base: EfficiencyParams, gemm_cap: float
+    ) -> "_Problem":
+        lower = np.array([spec.solver_bounds()[0] for spec in specs])
+        upper = np.array([spec.solver_bounds()[1] for spec in specs])
+        for j, spec in enumerate(specs):
+            if spec.name == "gemm_efficiency_scale":
+                upper[j] = min(upper[j], spec.to_solver(gemm_cap))
+        start = np.array([spec.to_solver(start_value(spec, base)) for spec in specs])
+        return cls(points, specs, base, lower, upper, np.clip(start, lower, upper))
+
+    def params_at(self, x: np.ndarray) -> EfficiencyParams:
+        update = {
+            spec.name: min(max(spec.from_solver(value), spec.lower), spec.upper)
+            for spec, value in zip(self.specs, x, strict=True)
+        }
+        # Every value is inside the field's range (space.PARAMETERS bounds lie within them), so
+        # the copy skips pydantic validation on the solver's hot path.
+        return self.base.model_copy(update=update)
+
+    def residuals(self, x: np.ndarray, subset: np.ndarray) -> np.ndarray:
+        predicted = self.points.predict(self.params_at(x), subset)
+        return np.log(predicted / self.points.measured[subset])
+
+    def weights(self, subset: np.ndarray) -> np.ndarray:
+        sources = self.points.sources[subset]
+        _, inverse, counts = np.unique(sources, return_inverse=True, return_counts=True)
+        return 1.0 / counts[inverse]
+
+    def solve(
+        self, subset: np.ndarray, *, loss_scale: float, prior_weight: float, max_iterations: int
+    ) -> solver.Solution:
+        sigma = np.array([spec.sigma for spec in self.specs])
+        return solver.solve(
+            lambda x: self.residuals(x, subset),
+            self.start,
+            self.lower,
+            self.upper,
+            weights=self.weights(subset),
+            prior_scale=sigma / prior_weight,
+            loss_scale=loss_scale,
+            steps=np.full(self.start.size, _FD_STEP),
+            max_iterations=max_iterations,
+        )
+
+
+def _gemm_cap(profiles: Sequence[Profile], observations: Sequence[StepObservation]) -> float:
+    """Largest gemm_efficiency_scale that keeps every involved GPU at or below its peak."""
+    gpus = [profile.gpu for profile in profiles] + [
+        resolve_gpu(group.gpu) for obs in observations for group in obs.cluster.groups
+    ]
+    efficiencies = [gpu.gemm_efficiency or DEFAULT_GEMM_EFFICIENCY for gpu in gpus]
+    return 1.0 / max(efficiencies) if efficiencies else PARAMETERS["gemm_efficiency_scale"].upper
+
+
+def _identifiable(problem: _Problem, everything: np.ndarray) -> np.ndarray:
+    """Which parameters some point depends on (a nonzero Jacobian column at the start)."""
+    r0 = problem.residuals(problem.start, everything)
+    jac = solver.forward_jacobian(
+        lambda x: problem.residuals(x, everything),
+        problem.start,
+        r0,
+        np.full(problem.start.size, _FD_STEP),
+        problem.lower,
+        problem.upper,
+    )
+    return np.sqrt(np.sum(problem.weights(everything)[:, None] * jac**2, axis=0)) > 1e-9
+
+
+def _check_bounds(problem: _Problem, solution: solver.Solution) -> None:
+    """Refuse when the data wants a parameter beyond a physical (non-resting) bound."""
+    for j, spec in enumerate(problem.specs):
+        wanted = -solution.gradient[j] / solution.curvature[j]  # unconstrained Newton step
+        at_lower = solution.x[j] <= problem.lower[j] + 1e-9 and wanted < 0
+        at_upper = solution.x[j] >= problem.upper[j] - 1e-9 and wanted > 0
+        if at_lower and not spec.resting_lower and -wanted > BOUND_TOLERANCE:
+            bound, side = problem.lower[j], "below"
+        elif at_upper and not spec.resting_upper and wanted > BOUND_TOLERANCE:
+            bound, side = problem.upper[j], "above"
+        else:
+            continue
+        implied = spec.from_solver(solution.x[j] + wanted)
+        raise CalibrationError(
+            f"the data needs {spec.name} ({spec.label}) {side} its physical bound "
+            f"{spec.from_solver(bound):.4g} (about {implied:.4g}): the device description "
+            "(peaks, link bandwidths, topology) does not fit these measurements"
+        )
+
+
+def _errors(predicted: np.ndarray, measured: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    ratio = predicted / measured
+    return np.abs(np.where(inverse, 1.0 / ratio, ratio) - 1.0)
+
+
+def _by_source(
+    points: PointSet, subset: np.ndarray, before: np.ndarray, after: np.ndarray
+) -> list[SourceError]:
+    sources = points.sources[subset]
+    return [
+        SourceError(
+            source=str(source),
+            points=int(np.sum(sources == source)),
+            mape_before=float(np.mean(before[sources == source])),
+            mape_after=float(np.mean(after[sources == source])),
+        )
+        for source in sorted(set(sources))
+    ]
+
+
+def _folds(sources: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Fold of each point: every source's points dealt round-robin after a seeded shuffle."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(sources.size, dtype=int)
+    for source in sorted(set(sources)):
+        members = np.flatnonzero(sources == source)
+        fold[rng.permutation(members)] = np.arange(members.size) % k
+    return fold
+
+
+def fit_calibration(
+    profiles: Sequence[Profile] = (),
+    observations: Sequence[StepObservation] = (),
+    *,
+    base: EfficiencyParams | None = None,
+    params: Sequence[str] | None = None,
+    k_folds: int = 5,
+    seed: int = 0,
+    loss_scale: float = 0.1,
+    prior_weight: float = 0.005,
+    max_iterations: int = 40,
+) -> CalibrationResult:
+    """Fit the efficiency parameters named in ``params`` (default: all calibratable ones that the
+    data constrains) to ``profiles`` and ``observations``, starting from ``base``.
+
+    Raises ``CalibrationError`` (a ``ValueError`` with a one-line message) when the data is
+    insufficient, contradictory or unphysical, or when the fit would not improve held-out
+    predictions. ``loss_scale`` is where the soft-L1 loss turns linear (log-ratio units: 0.1 is
+    about 10% error); ``prior_weight`` how strongly parameters stay near ``base``.
+    """
+    base = base or DEFAULT_PARAMS
+    names = tuple(params) if params is not None else DEFAULT_FIT
+    check_names(names)
+    if not profiles and not observations:
+        raise CalibrationError("nothing to calibrate on: give at least one profile or observation")
+    points = PointSet.build(profiles, observations)
+    guards.check_physics(profiles)
+    warnings = guards.check_consistency(points)
+    everything = np.arange(len(points))
+    predicted_before = points.predict(base, everything)
+    guards.check_priceable(points, predicted_before)
+
+    problem = _Problem.build(
+        points, [PARAMETERS[name] for name in names], base, _gemm_cap(profiles, observations)
+    )
+    identifiable = _identifiable(problem, everything)
+    not_identifiable = [
+        spec.name for spec, ok in zip(problem.specs, identifiable, strict=True) if not ok
+    ]
+    specs = [spec for spec, ok in zip(problem.specs, identifiable, strict=True) if ok]
+    if not specs:
+        raise CalibrationError(
+            f"none of the requested parameters ({', '.join(names)}) affects these measurements"
+        )
+    needed = len(specs) + 2
+    if len(points) < needed:
+        raise CalibrationError(
+            f"too few points: {len(points)} measurements for {len(specs)} parameters "
+            f"({', '.join(spec.name for spec in specs)}); need at least {needed}"
+        )
+    problem = _Problem.build(points, specs, base, _gemm_cap(profiles, observations))
+    options = {
+        "loss_scale": loss_scale,
+        "prior_weight": prior_weight,
+        "max_iterations": max_iterations,
+    }
+    solution = problem.solve(everything, **options)
+    _check_bounds(problem, solution)
+    fitted = problem.params_at(solution.x)
+    if not solution.converged:
+        warnings.append(f"the solver stopped after {solution.iterations} iterations")
+
+    measured = points.measured
+    inverse = np.array([point.inverse for point in points.points])
+    predicted_after = points.predict(fitted, everything)
+    in_sample = _by_source(
+        points,
+        everything,
+        _errors(predicted_before, measured, inverse),
+        _errors(predicted_after, measured, inverse),
+    )
+
+    # k-fold: each held-out point is predicted by a fit on the other folds.
+    k = min(k_folds, len(points))
+    held_out_prediction = np.full(len(points), np.nan)
+    if k >= 2:
+        fold = _folds(points.sources, k, seed)
+        for f in range(k):
+            train, test = everything[fold != f], everything[fold == f]
+            if train.size < needed or test.size == 0:
+                continue
+            fold_solution = problem.solve(train, **options)
+            held_out_prediction[test] = points.predict(problem.params_at(fold_solution.x), test)
+    tested = everything[np.isfinite(held_out_prediction)]
+    held_out = _by_source(
+        points,
+        tested,
+        _errors(predicted_before[tested], measured[tested], inverse[tested]),
+        _errors(held_out_prediction[tested], measured[tested], inverse[tested]),
+    )
+    if not held_out:
+        raise CalibrationError(
+            f"too few points to cross-validate ({len(points)} for {len(specs)} parameters, "
+            f"{k_folds} folds): cannot show the calibration improves predictions"
+        )
+    result = CalibrationResult(
+        params=fitted,
+        base=base,
+        fitted=[spec.name for spec in specs],
+        not_identifiable=not_identifiable,
+        changes=[
+            ParamChange(
+                name=spec.name,
+                label=spec.label,
+                before=float(getattr(base, spec.name)),
+                after=float(getattr(fitted, spec.name)),
+                moved=bool(abs(solution.x[j] - problem.start[j]) > _MOVED),
+            )
+            for j, spec in enumerate(specs)
+        ],
+        in_sample=in_sample,
+        held_out=held_out,
+        k_folds=k,
+        points=len(points),
+        iterations=solution.iterations,
+        converged=solution.converged,
+        warnings=warnings,
+    )
+    before, after = result.held_out_mape_before, result.held_out_mape_after
+    if after > before + _DEGRADATION_TOLERANCE:
+        raise CalibrationError(
+            f"calibration would make held-out predictions worse (MAPE {100 * before:.1f}% -> "
+            f"{100 * after:.1f}% over {k}-fold cross-validation); the model keeps its parameters"
+        )
+    for error in held_out:
+        if error.mape_after > error.mape_before + 0.02:
+            result.warnings.append(
+                f"'{error.source}' held-out MAPE rises {100 * error.mape_before:.1f}% -> "
+                f"{100 * error.mape_after:.1f}% while the total improves"
+            )
+    return result

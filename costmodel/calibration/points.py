@@ -1,0 +1,353 @@
+"""Every measurement as a point the cost model can predict for any ``EfficiencyParams``.
+
+Profile samples are priced with the cost model's own kernel formulas, so a parameter fitted on
+micro-benchmarks means what the model means by it:
+
+- GEMM: ``stage._gemm_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim))), with the
+  catalog efficiency scaled by ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware``
+  does; d is the GEMM's smallest dimension.
+- Fused attention: FLOPs on the full s x s square / (16-bit peak x attention_efficiency), the
+  backward at ``FLASH_BACKWARD_FACTOR`` times the forward (``stage.stage_costs``).
+- Memory-bound kernels: bytes / (HBM bandwidth x memory_bound_efficiency).
+- Collectives: ``comm`` (nccl-tests bus-bandwidth factors, ring/tree latency terms) over the
+  links ``group_hardware`` derives for a node group shaped like the sample's ranks.
+
+Observed steps are priced by ``estimate(..., params=...)`` itself.
+"""
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from costmodel import comm
+from costmodel.api import estimate
+from costmodel.hardware_arrays import group_hardware
+from costmodel.observations import (
+    AttentionSample,
+    CollectiveSample,
+    GemmSample,
+    MemorySample,
+    Profile,
+    StepObservation,
+)
+from costmodel.params import EfficiencyParams
+from costmodel.specs import Estimate, GpuSpec, NodeGroup
+from costmodel.stage import Hardware, _gemm_s
+
+# FlashAttention's backward recomputes the scores: 2.5x the forward FLOPs (Dao et al. 2022,
+# Sec. 3.1), as stage.stage_costs prices it (2x like every kernel + 0.5x attention_bwd_extra).
+FLASH_BACKWARD_FACTOR = 2.5
+
+Predict = Callable[[EfficiencyParams, np.ndarray], np.ndarray]
+
+
+def _node_group(gpu: GpuSpec, ranks: int = 1, ranks_per_node: int = 1) -> NodeGroup:
+    return NodeGroup(
+        name="profile",
+        gpu=gpu,
+        num_nodes=max(1, math.ceil(ranks / ranks_per_node)),
+        gpus_per_node=ranks_per_node,
+    )
+
+
+def _hardware(gpu: GpuSpec, precision: str, params: EfficiencyParams) -> Hardware:
+    return group_hardware(_node_group(gpu), precision, params)
+
+
+@dataclass
+class Point:
+    """One measurement: what was measured, its reporting source and its identity."""
+
+    source: str
+    label: str
+    key: str  # same key = same experiment (repeats must agree)
+    series: str | None  # collectives: same op and topology, ordered by size
+    size: float  # message size within a series
+    measured: float
+    inverse: bool = False  # the user measured the reciprocal (tokens/s): report its error
+
+
+@dataclass
+class Family:
+    """Points priced by one formula; ``predict(params, members)`` prices a subset of them."""
+
+    points: list[Point]
+    predict: Predict
+
+
+# ---- profile families -----------------------------------------------------------------------
+def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
+    flops = np.array([s.flops for s in samples])
+    dims = np.array([float(s.smallest_dim) for s in samples])
+    dtypes = np.array([s.dtype for s in samples])
+
+    def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
+        out = np.empty(members.size)
+        for dtype in np.unique(dtypes[members]):
+            chosen = dtypes[members] == dtype
+            rows = members[chosen]
+            hw = _hardware(gpu, str(dtype), params)
+            out[chosen] = _gemm_s(flops[rows], dims[rows], hw, params.gemm_half_dim)
+        return out
+
+    points = [
+        Point(
+            source=f"gemm {s.dtype}",
+            label=f"GEMM {s.m}x{s.n}x{s.k} {s.dtype}",
+            key=f"gemm|{gpu.name}|{s.dtype}|{s.m}|{s.n}|{s.k}",
+            series=None,
+            size=s.flops,
+            measured=s.median_s,
+        )
+        for s in samples
+    ]
+    return Family(points, predict)
+
+
+def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family:
+    flops = np.array([s.full_flops for s in samples])
+    factor = np.array(
+        [FLASH_BACKWARD_FACTOR if s.direction == "backward" else 1.0 for s in samples]
+    )
+    dtypes = np.array([s.dtype for s in samples])
+
+    def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
+        out = np.empty(members.size)
+        for dtype in np.unique(dtypes[members]):
+            chosen = dtypes[members] == dtype
+            rows = members[chosen]
+            # Attention runs in 16-bit even under FP8 GEMMs (stage.Hardware.attention_peak_Fps).
+            hw = _hardware(gpu, str(dtype), params)
+            rate = hw.attention_peak_Fps[0] * params.attention_efficiency
+            out[chosen] = factor[rows] * flops[rows] / rate
+        return out
+
+    points = [
+        Point(
+            source="attention",
+            label=(
+                f"SDPA {s.direction} b{s.batch} h{s.heads} s{s.seq_length} d{s.head_dim} {s.dtype}"
+            ),
+            key=(
+                f"attention|{gpu.name}|{s.dtype}|{s.batch}|{s.heads}|{s.seq_length}|"
+                f"{s.head_dim}|{s.causal}|{s.direction}"
+            ),
+            series=None,
+            size=s.full_flops,
+            measured=s.median_s,
+        )
+        for s in samples
+    ]
+    return Family(points, predict)
+
+
+def memory_family(gpu: GpuSpec, samples: Sequence[MemorySample]) -> Family:
+    moved = np.array([s.bytes for s in samples])
+
+    def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
+        hw = _hardware(gpu, "fp32", params)
+        return moved[members] / (hw.hbm_Bps[0] * params.memory_bound_efficiency)
+
+    points = [
+        Point(
+            source="memory",
+            label=f"{s.kernel} {s.bytes / 1e6:.0f} MB {s.dtype}",
+            key=f"memory|{gpu.name}|{s.kernel}|{s.dtype}|{s.bytes:.0f}",
+            series=None,
+            size=s.bytes,
+            measured=s.median_s,
+        )
+        for s in samples
+    ]
+    return Family(points, predict)
+
+
+def collective_family(gpu: GpuSpec, samples: Sequence[CollectiveSample]) -> Family:
+    size = np.array([s.size_B for s in samples])
+    ranks = np.array([float(s.ranks) for s in samples])
+    local = np.array([float(s.ranks_per_node) for s in samples])
+    ops = np.array([s.op for s in samples])
+    shapes = sorted({(s.ranks, s.ranks_per_node) for s in samples})
+
+    def links(params: EfficiencyParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per sample: intra and inter bytes/s (x link efficiency) and domain size."""
+        intra, inter, domain = (
+            np.empty(len(samples)),
+            np.empty(len(samples)),
+            np.empty(len(samples)),
+        )
+        for shape in shapes:
+            hw = group_hardware(_node_group(gpu, *shape), "bf16", params)
+            chosen = (ranks == shape[0]) & (local == shape[1])
+            intra[chosen], inter[chosen] = hw.intra_Bps[0], hw.inter_Bps[0]
+            domain[chosen] = hw.gpus_per_node[0]
+        return intra, inter, domain
+
+    def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
+        intra, inter, domain = (values[members] for values in links(params))
+        n, per_node, op, data = (
+            ranks[members],
+            np.minimum(local[members], domain),
+            ops[members],
+            size[members],
+        )
+        latency = comm.link_latency_s(
+            n, per_node, params.intra_node_latency_us * 1e-6, params.inter_node_latency_us * 1e-6
+        )
+        busbw = comm.bus_bandwidth_Bps(n, per_node, intra, inter)
+        return np.select(
+            [op == "all_reduce", op == "all_to_all", op == "p2p"],
+            [
+                comm.all_reduce_s(data, n, busbw, latency),
+                comm.all_to_all_s(data, n, per_node, intra, inter, latency),
+                comm.p2p_s(data, np.where(per_node >= 2, intra, inter), latency),
+            ],
+            # all_gather and reduce_scatter share one formula (comm.reduce_scatter_s).
+            default=comm.all_gather_s(data, n, busbw, latency),
+        )
+
+    points = [
+        Point(
+            source=f"{s.op} ({s.source})",
+            label=f"{s.op} {s.size_B:.0f} B on {s.ranks} ranks ({s.ranks_per_node}/node)",
+            key=f"collective|{gpu.name}|{s.op}|{s.size_B:.0f}|{s.ranks}|{s.ranks_per_node}",
+            series=f"{gpu.name}|{s.op}|{s.ranks}|{s.ranks_per_node}",
+            size=s.size_B,
+            measured=s.median_s,
+        )
+        for s in samples
+    ]
+    return Family(points, predict)
+
+
+# ---- observed steps ---------------------------------------------------------------------------
+@dataclass
+class _EstimateCache:
+    """Step-time and memory families share one ``estimate`` call per observation and params."""
+
+    observations: Sequence[StepObservation]
+    params: EfficiencyParams | None = None
+    estimates: dict[int, Estimate] = field(default_factory=dict)
+
+    def get(self, params: EfficiencyParams, index: int) -> Estimate:
+        if params != self.params:
+            self.params, self.estimates = params, {}
+        if index not in self.estimates:
+            obs = self.observations[index]
+            self.estimates[index] = estimate(
+                obs.model, obs.training, obs.cluster, obs.plan, params=params
+            )
+        return self.estimates[index]
+
+
+def _spec_key(obs: StepObservation) -> str:
+    return json.dumps(
+        [
+            obs.model.model_dump(),
+            obs.training.model_dump(),
+            obs.cluster.model_dump(),
+            obs.plan.model_dump(),
+        ],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def step_families(observations: Sequence[StepObservation]) -> list[Family]:
+    cache = _EstimateCache(observations)
+    step_points = [
+        Point(
+            source=obs.source,
+            label=obs.name,
+            key="step|" + _spec_key(obs),
+            series=None,
+            size=0.0,
+            measured=obs.measured_step_time_s,
+            inverse=obs.step_time_s is None,
+        )
+        for obs in observations
+    ]
+
+    def predict_steps(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
+        return np.array([cache.get(params, int(i)).step_time_s for i in members])
+
+    families = [Family(step_points, predict_steps)]
+    with_memory = [i for i, obs in enumerate(observations) if obs.peak_memory_gib is not None]
+    if with_memory:
+        memory_points = [
+            Point(
+                source=f"{observations[i].source} memory",
+                label=f"{observations[i].name} peak memory",
+                key="memory-peak|" + _spec_key(observations[i]),
+                series=None,
+                size=0.0,
+                measured=float(observations[i].peak_memory_gib or 0.0),
+            )
+            for i in with_memory
+        ]
+        index = np.array(with_memory)
+
+        def predict_memory(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
+            return np.array([cache.get(params, int(i)).peak_memory_gib for i in index[members]])
+
+        families.append(Family(memory_points, predict_memory))
+    return families
+
+
+# ---- all points -------------------------------------------------------------------------------
+@dataclass
+class PointSet:
+    """All points in one flat order, and the family each belongs to."""
+
+    points: list[Point]
+    families: list[Family]
+    family_of: np.ndarray
+    member_of: np.ndarray  # index within its family
+
+    @classmethod
+    def build(
+        cls, profiles: Sequence[Profile], observations: Sequence[StepObservation]
+    ) -> "PointSet":
+        families: list[Family] = []
+        for profile in profiles:
+            gpu = profile.gpu
+            if profile.gemm:
+                families.append(gemm_family(gpu, profile.gemm))
+            if profile.attention:
+                families.append(attention_family(gpu, profile.attention))
+            if profile.memory:
+                families.append(memory_family(gpu, profile.memory))
+            if profile.collectives:
+                families.append(collective_family(gpu, profile.collectives))
+        if observations:
+            families.extend(step_families(observations))
+        points = [point for family in families for point in family.points]
+        family_of = np.concatenate(
+            [np.full(len(f.points), i) for i, f in enumerate(families)] or [np.zeros(0, int)]
+        ).astype(int)
+        member_of = np.concatenate(
+            [np.arange(len(f.points)) for f in families] or [np.zeros(0, int)]
+        ).astype(int)
+        return cls(points, families, family_of, member_of)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    @property
+    def measured(self) -> np.ndarray:
+        return np.array([point.measured for point in self.points])
+
+    @property
+    def sources(self) -> np.ndarray:
+        return np.array([point.source for point in self.points], dtype=object)
+
+    def predict(self, params: EfficiencyParams, subset: np.ndarray) -> np.ndarray:
+        out = np.empty(subset.size)
+        for index, family in enumerate(self.families):
+            chosen = self.family_of[subset] == index
+            if chosen.any():
+                out[chosen] = family.predict(params, self.member_of[subset[chosen]])
+        return out

@@ -1,0 +1,83 @@
+"""What a calibration produces: fitted parameters, what moved, and the error before and after."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costmodel.params import EfficiencyParams
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParamChange(_Result):
+    name: str
+    label: str
+    before: float
+    after: float
+    moved: bool = Field(description="Moved by more than 1% (log parameters) or 0.01 units.")
+
+
+class SourceError(_Result):
+    """Mean absolute percentage error of one source's points, as fractions (0.1 = 10%)."""
+
+    source: str
+    points: int
+    mape_before: float
+    mape_after: float
+
+
+class CalibrationResult(_Result):
+    params: EfficiencyParams = Field(description="What estimates should use.")
+    base: EfficiencyParams = Field(description="What the fit started from (and falls back to).")
+    fitted: list[str] = Field(description="Parameters the fit was allowed to move.")
+    not_identifiable: list[str] = Field(
+        default_factory=list, description="Requested parameters no measurement depends on."
+    )
+    changes: list[ParamChange]
+    in_sample: list[SourceError]
+    held_out: list[SourceError] = Field(
+        description="k-fold: each point predicted by a fit without it."
+    )
+    k_folds: int
+    points: int
+    iterations: int
+    converged: bool
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def moved(self) -> list[ParamChange]:
+        return [change for change in self.changes if change.moved]
+
+    @staticmethod
+    def _mean(errors: list[SourceError], attribute: str) -> float:
+        # Each source counts once, as the fit weights them.
+        values = [getattr(error, attribute) for error in errors]
+        return sum(values) / len(values) if values else float("nan")
+
+    @property
+    def held_out_mape_before(self) -> float:
+        return self._mean(self.held_out, "mape_before")
+
+    @property
+    def held_out_mape_after(self) -> float:
+        return self._mean(self.held_out, "mape_after")
+
+
+class Calibration(_Result):
+    """A stored, named and versioned calibration: what ``estimate(params=...)`` consumes."""
+
+    name: str = Field(min_length=1, max_length=200)
+    version: int = Field(ge=1)
+    created_at: str = Field(description="ISO 8601, UTC.")
+    inputs: dict[str, str | int | list[str]] = Field(
+        default_factory=dict, description="Profiles and observations it was fitted to."
+    )
+    result: CalibrationResult
+
+    @property
+    def params(self) -> EfficiencyParams:
+        return self.result.params
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"

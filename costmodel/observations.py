@@ -1,0 +1,203 @@
+"""Measurements the cost model is calibrated against: machine profiles and observed training steps.
+
+A ``Profile`` holds micro-benchmarks of one machine (GEMMs, memory-bound kernels, fused
+attention, collectives), each a median over repeated runs with its spread, plus the device's
+identity and the ``GpuSpec`` the cost model should describe it with. A ``StepObservation`` is a
+plan that really ran, with its measured step time (or tokens/s) and optionally its peak memory.
+Both are plain data: ``app.profiling`` produces profiles, users import nccl-tests output and
+training logs, and ``costmodel.calibration`` fits ``EfficiencyParams`` to them.
+
+Collective sizes follow nccl-tests' convention (PERFORMANCE.md): all-reduce and all-to-all give
+the per-rank buffer, all-gather the gathered OUTPUT and reduce-scatter the INPUT buffer, p2p the
+bytes sent, so ``algbw = size / time`` and ``busbw = algbw * factor`` match nccl-tests' columns.
+"""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec, Plan, TrainingSpec
+from costmodel.specs.base import Spec
+from costmodel.specs.training import Precision
+
+CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+MemoryKernel = Literal["copy", "add", "scale", "gelu", "layer_norm", "softmax"]
+AttentionPass = Literal["forward", "backward"]
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+class Timing(Spec):
+    """A repeated measurement: median and spread (10th / 90th percentile) over ``repeats`` runs
+    taken after warm-up. ``app.profiling`` never records fewer than 5 repeats; imported data may
+    carry 1 when its tool reports an average only (nccl-tests)."""
+
+    median_s: float = Field(gt=0, le=1e6)
+    low_s: float | None = Field(default=None, gt=0, le=1e6, description="10th percentile.")
+    high_s: float | None = Field(default=None, gt=0, le=1e6, description="90th percentile.")
+    repeats: int = Field(default=1, ge=1, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Timing":
+        if self.low_s is not None and self.low_s > self.median_s * (1 + 1e-9):
+            raise ValueError("low_s exceeds median_s")
+        if self.high_s is not None and self.high_s < self.median_s * (1 - 1e-9):
+            raise ValueError("high_s is below median_s")
+        return self
+
+
+class GemmSample(Timing):
+    """(m x k) @ (k x n) in ``dtype``: 2*m*n*k FLOPs."""
+
+    m: int = Field(ge=1, le=10_000_000)
+    n: int = Field(ge=1, le=10_000_000)
+    k: int = Field(ge=1, le=10_000_000)
+    dtype: Precision
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+    @property
+    def smallest_dim(self) -> int:
+        return min(self.m, self.n, self.k)
+
+
+class MemorySample(Timing):
+    """A memory-bound kernel over a large tensor; ``bytes`` counts reads plus writes."""
+
+    kernel: MemoryKernel
+    bytes: float = Field(gt=0, le=1e15)
+    dtype: Precision
+
+
+class AttentionSample(Timing):
+    """Fused scaled-dot-product attention (PyTorch SDPA / FlashAttention) of one pass."""
+
+    batch: int = Field(ge=1, le=1_000_000)
+    heads: int = Field(ge=1, le=100_000)
+    seq_length: int = Field(ge=1, le=10_000_000)
+    head_dim: int = Field(ge=1, le=100_000)
+    causal: bool = True
+    direction: AttentionPass = "forward"
+    dtype: Precision
+
+    @property
+    def full_flops(self) -> float:
+        """Forward FLOPs on the full s x s square (the cost model's count, causal or not)."""
+        return 4.0 * self.batch * self.seq_length**2 * self.heads * self.head_dim
+
+
+class CollectiveSample(Timing):
+    """One collective (or point-to-point send) of ``size_B`` bytes (nccl-tests' size column)."""
+
+    op: CollectiveOp
+    size_B: float = Field(gt=0, le=1e15)
+    ranks: int = Field(ge=2, le=1_000_000)
+    ranks_per_node: int = Field(ge=1, le=1_000_000, description="Ranks sharing one node.")
+    dtype: str = Field(default="float", max_length=40)
+    in_place: bool = False
+    source: str = Field(default="measured", max_length=200)
+
+    @model_validator(mode="after")
+    def _fits(self) -> "CollectiveSample":
+        if self.ranks_per_node > self.ranks:
+            raise ValueError("ranks_per_node exceeds ranks")
+        if self.op == "p2p" and self.ranks != 2:
+            raise ValueError("p2p samples are between exactly 2 ranks")
+        return self
+
+    @property
+    def bus_factor(self) -> float:
+        """nccl-tests PERFORMANCE.md: busbw = algbw * factor."""
+        n = self.ranks
+        if self.op == "all_reduce":
+            return 2.0 * (n - 1) / n
+        if self.op == "p2p":
+            return 1.0
+        return (n - 1) / n
+
+    @property
+    def busbw_GBps(self) -> float:
+        return self.size_B / self.median_s * self.bus_factor / 1e9
+
+
+class DeviceInfo(Spec):
+    """What was measured: one rank of the machine (a GPU, or a CPU process with its threads)."""
+
+    name: str = Field(min_length=1, max_length=200, description="e.g. 'NVIDIA H100 80GB HBM3'.")
+    kind: Literal["cuda", "cpu", "other"] = "other"
+    ranks: int = Field(default=1, ge=1, le=1_000_000, description="Ranks collectives ran on.")
+    ranks_per_node: int = Field(default=1, ge=1, le=1_000_000)
+    threads_per_rank: int | None = Field(default=None, ge=1, le=100_000)
+    memory_gib: float | None = Field(default=None, gt=0, le=1e6, description="Per rank.")
+    host: str | None = Field(default=None, max_length=200)
+    backend: str | None = Field(default=None, max_length=40, description="nccl, gloo...")
+
+
+class Profile(Spec):
+    """Micro-benchmarks of one machine, and how the cost model should describe its devices."""
+
+    schema_version: int = PROFILE_SCHEMA_VERSION
+    name: str = Field(default="profile", min_length=1, max_length=200)
+    created_at: str | None = Field(default=None, max_length=40, description="ISO 8601, UTC.")
+    device: DeviceInfo
+    gpu: GpuSpec = Field(
+        description=(
+            "The device as the cost model sees it: a catalog GPU, or for other devices (a CPU) "
+            "an inline spec whose peaks are derived from the measurements."
+        )
+    )
+    software: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    gemm: list[GemmSample] = Field(default_factory=list)
+    memory: list[MemorySample] = Field(default_factory=list)
+    attention: list[AttentionSample] = Field(default_factory=list)
+    collectives: list[CollectiveSample] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _has_samples(self) -> "Profile":
+        if self.schema_version != PROFILE_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {self.schema_version} is not supported "
+                f"(this autopar reads version {PROFILE_SCHEMA_VERSION})"
+            )
+        if not (self.gemm or self.memory or self.attention or self.collectives):
+            raise ValueError("profile has no samples (gemm, memory, attention or collectives)")
+        return self
+
+    @property
+    def sample_count(self) -> int:
+        return len(self.gemm) + len(self.memory) + len(self.attention) + len(self.collectives)
+
+
+class StepObservation(Spec):
+    """A plan that really ran: specs plus what was measured (median over steps after warm-up)."""
+
+    name: str = Field(default="observation", min_length=1, max_length=200)
+    source: str = Field(
+        default="observed", min_length=1, max_length=200, description="Reporting group."
+    )
+    model: ModelSpec
+    training: TrainingSpec
+    cluster: ClusterSpec
+    plan: Plan
+    step_time_s: float | None = Field(default=None, gt=0, le=1e7)
+    tokens_per_s: float | None = Field(default=None, gt=0, le=1e15, description="All GPUs.")
+    peak_memory_gib: float | None = Field(default=None, gt=0, le=1e6, description="Per GPU.")
+
+    @model_validator(mode="after")
+    def _measured(self) -> "StepObservation":
+        if self.step_time_s is None and self.tokens_per_s is None:
+            raise ValueError("give step_time_s or tokens_per_s")
+        return self
+
+    @property
+    def tokens_per_step(self) -> float:
+        return float(self.training.global_batch_size * self.training.seq_length)
+
+    @property
+    def measured_step_time_s(self) -> float:
+        if self.step_time_s is not None:
+            return self.step_time_s
+        return self.tokens_per_step / float(self.tokens_per_s or 0.0)
