@@ -13,7 +13,7 @@ cli = typer.Typer(
 
 def _register_commands() -> None:
     # Imported for their side effect of adding commands to ``cli``.
-    from app.cli import estimate_cmd, validate_cmd  # noqa: F401
+    from app.cli import catalog_cmd, estimate_cmd, serve_cmd, validate_cmd  # noqa: F401
 
 
 def main() -> None:

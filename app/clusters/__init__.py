@@ -1,0 +1,1 @@
+"""Cluster specs: the stored ``ClusterSpec`` registry, presets included."""

@@ -1,0 +1,22 @@
+"""Row identifiers: 32 lowercase hex characters that sort by creation time.
+
+The first 12 digits are the Unix time in milliseconds and the other 20 are random (the layout of
+UUIDv7, RFC 9562, without the version bits). Sorting by id is then sorting by age, on SQLite and
+PostgreSQL alike (lowercase hex compares the same under every collation), and ids made by
+several workers never collide.
+"""
+
+import re
+import secrets
+import time
+
+ID_LENGTH = 32
+_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+
+
+def new_id() -> str:
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(10)}"
+
+
+def looks_like_id(value: str) -> bool:
+    return _ID_PATTERN.fullmatch(value) is not None

@@ -1,0 +1,262 @@
+"""One error body for every failure: ``{"error": {"code", "message", "details": [...]}}``.
+
+Services raise the ``ApiError`` subclasses below; the handlers installed by ``install_handlers``
+turn them, FastAPI's request validation errors and Starlette's HTTP errors into that body, so a
+client parses one shape whatever went wrong. Unexpected exceptions become a 500 with the same
+shape (and a log line), never an HTML page or a stack trace.
+"""
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger(__name__)
+
+
+# Body schema (also published in the OpenAPI document) ----------------------------------------
+class ErrorDetail(BaseModel):
+    field: str | None = Field(
+        default=None, description="Path of the offending field, e.g. model.num_layers."
+    )
+    reason: str
+
+
+class ErrorInfo(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. not_found.")
+    message: str
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorBody(BaseModel):
+    error: ErrorInfo
+
+
+def error_responses(*status_codes: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` argument for routes: documents the error body under each status."""
+    return {code: {"model": ErrorBody} for code in status_codes}
+
+
+# Exceptions raised by services ---------------------------------------------------------------
+class ApiError(Exception):
+    status_code = status.HTTP_400_BAD_REQUEST
+    code = "bad_request"
+
+    def __init__(
+        self, message: str, *, details: Sequence[ErrorDetail] = (), code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = list(details)
+        if code is not None:
+            self.code = code
+
+
+class NotFoundError(ApiError):
+    status_code = status.HTTP_404_NOT_FOUND
+    code = "not_found"
+
+
+class ConflictError(ApiError):
+    status_code = status.HTTP_409_CONFLICT
+    code = "conflict"
+
+
+class InvalidInputError(ApiError):
+    """Well-formed input that is wrong: a bad spec, an unknown preset or GPU, a plan that cannot
+    be priced."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_CONTENT
+    code = "invalid_input"
+
+    @classmethod
+    def at(cls, field: str | None, reason: str, *, code: str | None = None) -> "InvalidInputError":
+        message = f"{field}: {reason}" if field else reason
+        return cls(message, details=[ErrorDetail(field=field, reason=reason)], code=code)
+
+    @classmethod
+    def from_validation(
+        cls, exc: ValidationError, *, prefix: Sequence[int | str] = ()
+    ) -> "InvalidInputError":
+        """A pydantic error raised while validating inside a service (not by FastAPI)."""
+        details = validation_details(exc.errors(include_url=False), prefix=prefix)
+        return cls(summarize(details), details=details)
+
+
+# Validation errors -> details ----------------------------------------------------------------
+# pydantic names the union member it tried inside an error location
+# (``groups.0.gpu.GpuSpec.bf16_tflops``); field names are snake_case, so a capitalised part or a
+# builtin type tag is such a member and is dropped from the path users see.
+_UNION_MEMBER = re.compile(r"^(?:[A-Z]\w*|str|int|float|bool|none|[a-z-]+\[.*\])$")
+_MESSAGE_PREFIXES = ("Value error, ", "Assertion failed, ")
+# Where FastAPI puts the request part; our paths start at the body's top-level field.
+_REQUEST_PARTS = {"body", "query", "path", "header", "cookie"}
+
+
+def field_path(loc: Iterable[int | str]) -> str:
+    """``("model", "groups", 0, "gpu")`` -> ``model.groups[0].gpu`` (the CLI's notation)."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _clean_message(message: str) -> str:
+    for prefix in _MESSAGE_PREFIXES:
+        message = message.removeprefix(prefix)
+    return " ".join(message.split())
+
+
+def validation_details(
+    errors: Iterable[Any], *, prefix: Sequence[int | str] = ()
+) -> list[ErrorDetail]:
+    """pydantic/FastAPI error dicts -> one ``ErrorDetail`` per offending field.
+
+    Where a field accepts several types (``training: TrainingSpec | str``), the "wrong type for
+    this branch" complaints are dropped when another branch says what is really wrong.
+    """
+    entries: list[tuple[tuple[int | str, ...], bool, str, str]] = []
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        if loc and loc[0] in _REQUEST_PARTS:
+            loc = loc[1:]
+        kept = tuple(
+            part for part in loc if not (isinstance(part, str) and _UNION_MEMBER.match(part))
+        )
+        entries.append(
+            (
+                tuple(prefix) + kept,
+                len(kept) != len(loc),
+                str(error.get("type", "")),
+                _clean_message(str(error.get("msg", "invalid"))),
+            )
+        )
+
+    def is_type_mismatch(kind: str) -> bool:
+        return kind.endswith("_type") or kind in {"model_type", "model_attributes_type"}
+
+    substantive = [loc for loc, in_union, kind, _ in entries if not is_type_mismatch(kind)]
+    details: list[ErrorDetail] = []
+    seen: set[tuple[str, str]] = set()
+    for loc, in_union, kind, message in entries:
+        if (
+            in_union
+            and is_type_mismatch(kind)
+            and any(other[: len(loc)] == loc for other in substantive)
+        ):
+            continue
+        key = (field_path(loc), message)
+        if key not in seen:
+            seen.add(key)
+            details.append(ErrorDetail(field=key[0] or None, reason=message))
+    return details
+
+
+def summarize(details: Sequence[ErrorDetail], *, limit: int = 3) -> str:
+    parts = [f"{d.field}: {d.reason}" if d.field else d.reason for d in details[:limit]]
+    more = len(details) - limit
+    return "; ".join(parts) + (f"; ... and {more} more" if more > 0 else "")
+
+
+# Handlers ------------------------------------------------------------------------------------
+def error_response(
+    status_code: int,
+    code: str,
+    message: str,
+    details: Sequence[ErrorDetail] = (),
+    headers: dict[str, str] | None = None,
+) -> Response:
+    body = ErrorBody(error=ErrorInfo(code=code, message=message, details=list(details)))
+    # ASCII-escaped: messages may quote client input, and an unpaired surrogate in it must not
+    # turn the error into a 500 while encoding.
+    content = json.dumps(body.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":"))
+    return Response(
+        content, status_code=status_code, headers=headers, media_type="application/json"
+    )
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    503: "unavailable",
+}
+
+
+async def _on_api_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status_code, exc.code, exc.message, exc.details)
+
+
+async def _on_request_validation(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if any(error.get("type") == "json_invalid" for error in errors):
+        # Not a bad value but an unreadable body: say where the JSON broke.
+        reason = "; ".join(
+            str((error.get("ctx") or {}).get("error", error.get("msg")))
+            + (f" at character {error['loc'][-1]}" if len(error.get("loc", ())) > 1 else "")
+            for error in errors
+        )
+        return error_response(
+            status.HTTP_400_BAD_REQUEST,
+            "malformed_json",
+            f"request body is not valid JSON: {reason}",
+            [ErrorDetail(field=None, reason=reason)],
+        )
+    details = validation_details(errors)
+    return error_response(
+        status.HTTP_422_UNPROCESSABLE_CONTENT, "invalid_input", summarize(details), details
+    )
+
+
+async def _on_http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    return error_response(
+        exc.status_code,
+        _HTTP_CODES.get(exc.status_code, "http_error"),
+        message,
+        headers=dict(exc.headers) if exc.headers else None,
+    )
+
+
+async def _on_database_unavailable(request: Request, exc: Exception) -> Response:
+    # Connection refused, server gone, SQLite locked past its busy timeout, pool exhausted:
+    # transient conditions of the service, not of the request.
+    logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        "unavailable",
+        f"database unavailable ({type(exc).__name__}); retry shortly",
+        headers={"Retry-After": "1"},
+    )
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(
+        status.HTTP_500_INTERNAL_SERVER_ERROR, "internal_error", "internal server error"
+    )
+
+
+def install_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, _on_api_error)
+    app.add_exception_handler(RequestValidationError, _on_request_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(OperationalError, _on_database_unavailable)
+    app.add_exception_handler(PoolTimeoutError, _on_database_unavailable)
+    app.add_exception_handler(Exception, _on_unexpected)

@@ -1,0 +1,1 @@
+"""Pricing one plan: ``POST /v1/estimate`` over ``costmodel.estimate``."""

@@ -1,0 +1,21 @@
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.db import SessionDep, run_in_session
+from app.errors import error_responses
+from app.estimates import service
+from app.estimates.schemas import EstimateRequest
+from costmodel.specs import Estimate
+
+router = APIRouter(prefix="/v1", tags=["estimate"])
+
+
+@router.post("/estimate", response_model=Estimate, responses=error_responses(400, 413, 422))
+async def estimate(request: EstimateRequest, session: SessionDep) -> Any:
+    """Price one plan: step time and its breakdown, throughput, MFU, memory per stage, cost.
+
+    An infeasible plan (out of memory, ...) is still a 200 with ``feasible: false`` and the
+    reasons; a plan the model cannot price at all is a 422.
+    """
+    return await run_in_session(service.run_estimate, session, request=request)

@@ -1,0 +1,1 @@
+"""GPU types: the hardware catalog (``costmodel.hardware.CATALOG``) as stored, listable rows."""

@@ -1,0 +1,80 @@
+"""The FastAPI application: ``create_app`` wires settings, database, error handling and routers.
+
+``uvicorn app.main:create_app --factory`` and ``autopar serve`` both end up here; the lifespan
+migrates the database and loads the catalog first unless ``migrate_on_startup`` is off.
+"""
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.clusters.router import router as clusters_router
+from app.db import make_engine, make_session_factory, redact
+from app.errors import install_handlers
+from app.estimates.router import router as estimates_router
+from app.gpus.router import router as gpus_router
+from app.health.router import router as health_router
+from app.middleware import BodySizeLimitMiddleware
+from app.migrate import upgrade_to_head
+from app.modelspecs.router import router as models_router
+from app.presets.router import router as presets_router
+from app.presets.service import sync_catalog
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def prepare_database(engine: Engine) -> None:
+    """Migrate to head and load the built-in catalog; both are idempotent."""
+    upgrade_to_head(engine)
+    with Session(engine) as session:
+        report = sync_catalog(session)
+    logger.info(
+        "database %s ready: catalog %d added, %d updated, %d removed",
+        redact(engine.url),
+        report.added,
+        report.updated,
+        report.removed,
+    )
+
+
+def create_app(
+    settings: Settings | None = None, *, session_factory: sessionmaker[Session] | None = None
+) -> FastAPI:
+    """Build the app. Tests pass ``session_factory`` (bound to a connection they roll back) and
+    settings with ``migrate_on_startup=False``."""
+    settings = settings or Settings()
+    engine = None if session_factory is not None else make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if engine is not None and settings.migrate_on_startup:
+            prepare_database(engine)
+        yield
+        if engine is not None:
+            engine.dispose()
+
+    app = FastAPI(
+        title="autopar",
+        summary="Auto-parallelism planner for training large transformer models.",
+        version="v1",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.session_factory = session_factory or make_session_factory(engine)
+    install_handlers(app)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    for router in (
+        health_router,
+        gpus_router,
+        models_router,
+        clusters_router,
+        presets_router,
+        estimates_router,
+    ):
+        app.include_router(router)
+    return app

@@ -1,0 +1,1 @@
+"""Model specs: the stored ``ModelSpec`` registry (presets included) and Hugging Face import."""

@@ -1,0 +1,289 @@
+"""All SQLAlchemy tables of the service. Alembic (``migrations/``) creates and evolves them.
+
+Conventions: ids are time-ordered hex strings (``app.common.ids``); timestamps are timezone-aware
+UTC; specs are stored as JSON validated against their pydantic spec on the way in and out
+(``SpecJSON``), so a row never holds a spec the cost model would reject. Types are portable:
+JSON becomes JSONB on PostgreSQL and TEXT on SQLite; nothing backend-specific is needed to read a
+row back.
+
+Later issues extend these tables with new columns; the columns the search workers, exporters and
+calibration need (status, lease, heartbeat, plan hashes, calibration links) exist from the start.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from app.common.ids import ID_LENGTH, new_id
+from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec
+
+# Named constraints, so migrations can refer to them on every backend (SQLite batch mode needs
+# names to alter a table).
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+NAME_LENGTH = 200
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on both backends (SQLite stores no offset and returns naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime; use datetime.now(UTC)")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class JSONDocument(TypeDecorator[Any]):
+    """JSON column: JSONB on PostgreSQL (indexable, compact), JSON text elsewhere."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+class SpecJSON(JSONDocument):
+    """A pydantic spec stored as JSON, validated when written and parsed when read."""
+
+    cache_ok = True
+
+    def __init__(self, spec_type: type[BaseModel]) -> None:
+        super().__init__()
+        self.spec_type = spec_type
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        spec = value if isinstance(value, self.spec_type) else self.spec_type.model_validate(value)
+        return spec.model_dump(mode="json")
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        return self.spec_type.model_validate(value)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _id_column() -> Mapped[str]:
+    return mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(UTCDateTime(), nullable=False, default=utcnow)
+
+
+# Spec registries ------------------------------------------------------------------------------
+class SpecRecord:
+    """Shared shape of the stored-spec tables: a unique name, the spec, and where it came from."""
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False, unique=True)
+    # Built-in catalog entries, refreshed at startup and read-only through the API.
+    is_preset: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # How the row was made: "catalog", "api", "hf" (Hugging Face import), ...
+    source: Mapped[str] = mapped_column(String(32), nullable=False, default="api")
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, default=utcnow, onupdate=utcnow
+    )
+
+
+class GpuTypeRow(SpecRecord, Base):
+    __tablename__ = "gpu_types"
+    spec: Mapped[GpuSpec] = mapped_column(SpecJSON(GpuSpec), nullable=False)
+
+
+class ModelSpecRow(SpecRecord, Base):
+    __tablename__ = "model_specs"
+    spec: Mapped[ModelSpec] = mapped_column(SpecJSON(ModelSpec), nullable=False)
+
+
+class ClusterSpecRow(SpecRecord, Base):
+    __tablename__ = "cluster_specs"
+    spec: Mapped[ClusterSpec] = mapped_column(SpecJSON(ClusterSpec), nullable=False)
+
+
+# Searches and their results -------------------------------------------------------------------
+class SearchRow(Base):
+    """A plan search: a queue entry claimed by a worker through its lease, and its progress."""
+
+    __tablename__ = "searches"
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    # queued -> running -> succeeded | failed | cancelled
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="queued")
+    objective: Mapped[str] = mapped_column(String(64), nullable=False)
+    sampler: Mapped[str] = mapped_column(String(32), nullable=False)
+    # The full, validated request (resolved specs, constraints, budget): all a worker needs.
+    request: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    # Where the specs came from, when they were stored ones (informational: ``request`` is
+    # authoritative, so deleting a model leaves its searches intact).
+    model_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("model_specs.id", ondelete="SET NULL")
+    )
+    cluster_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("cluster_specs.id", ondelete="SET NULL")
+    )
+    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    n_trials: Mapped[int | None] = mapped_column(Integer)
+    timeout_s: Mapped[float | None] = mapped_column(Float)
+    trials_done: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    best_value: Mapped[float | None] = mapped_column(Float)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # Lease: a worker owns a running search until lease_expires_at and renews it while alive;
+    # an expired lease lets another worker take the search over.
+    lease_owner: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    optuna_study_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH), unique=True)
+    created_at: Mapped[datetime] = _created_at()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        # The claim query: oldest queued search of the highest priority.
+        Index("ix_searches_status_priority_created_at", "status", "priority", "created_at"),
+        # The takeover query: running searches whose lease ran out.
+        Index("ix_searches_status_lease_expires_at", "status", "lease_expires_at"),
+    )
+
+
+class CalibrationRow(Base):
+    """Fitted efficiency parameters (``costmodel.EfficiencyParams``), versioned by name."""
+
+    __tablename__ = "calibrations"
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    # GPU type the fit applies to, or None for all.
+    gpu: Mapped[str | None] = mapped_column(String(100))
+    params: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    # Fit quality (error before / after on held-out observations, counts).
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
+    created_at: Mapped[datetime] = _created_at()
+
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+
+class PlanRow(Base):
+    """One ranked plan of a search, with the estimate it was ranked by."""
+
+    __tablename__ = "plans"
+
+    id: Mapped[str] = _id_column()
+    search_id: Mapped[str] = mapped_column(
+        String(ID_LENGTH), ForeignKey("searches.id", ondelete="CASCADE"), nullable=False
+    )
+    rank: Mapped[int | None] = mapped_column(Integer)
+    trial_number: Mapped[int | None] = mapped_column(Integer)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    # SHA-256 of the canonical plan JSON: the same plan found by two workers is stored once.
+    plan_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
+    # One value per objective, in the study's order (multi-objective searches have several).
+    objective_values: Mapped[list[float] | None] = mapped_column(JSONDocument())
+    feasible: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    # Copies of the most used estimate figures, so lists can sort and filter in SQL.
+    step_time_s: Mapped[float | None] = mapped_column(Float)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    peak_memory_gib: Mapped[float | None] = mapped_column(Float)
+    usd_per_million_tokens: Mapped[float | None] = mapped_column(Float)
+    calibration_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("calibrations.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = _created_at()
+
+    __table_args__ = (
+        UniqueConstraint("search_id", "plan_hash"),
+        Index("ix_plans_search_id_rank", "search_id", "rank"),
+    )
+
+
+# Measurements ---------------------------------------------------------------------------------
+class ProfileRow(Base):
+    """Raw micro-benchmark output (GEMM sweeps, nccl-tests, layer timings) from one device."""
+
+    __tablename__ = "profiles"
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    device: Mapped[str] = mapped_column(String(100), nullable=False)
+    raw: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    # Host, driver and library versions the numbers were taken with.
+    environment: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
+    created_at: Mapped[datetime] = _created_at()
+
+    __table_args__ = (Index("ix_profiles_kind_device", "kind", "device"),)
+
+
+class ObservationRow(Base):
+    """A measured training step: what was run (specs + plan) and what it achieved."""
+
+    __tablename__ = "observations"
+
+    id: Mapped[str] = _id_column()
+    # The stored plan this run tried, when it came from a search.
+    plan_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("plans.id", ondelete="SET NULL")
+    )
+    source: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    # model, training and cluster specs of the run.
+    scenario: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    step_time_s: Mapped[float] = mapped_column(Float, nullable=False)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    peak_memory_gib: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = _created_at()
+
+    __table_args__ = (Index("ix_observations_plan_id", "plan_id"),)

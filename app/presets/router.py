@@ -1,0 +1,20 @@
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from app.errors import error_responses
+from app.presets import service
+from app.presets.schemas import Preset, PresetIndex, PresetKind
+
+router = APIRouter(prefix="/v1/presets", tags=["presets"])
+
+
+@router.get("", response_model=PresetIndex)
+async def list_presets() -> PresetIndex:
+    """Names of the built-in presets of every kind."""
+    return service.preset_index()
+
+
+@router.get("/{kind}/{name}", response_model=Preset, responses=error_responses(404, 422))
+async def get_preset(kind: PresetKind, name: Annotated[str, Path(max_length=200)]) -> Preset:
+    return service.get_preset(kind=kind, name=name)

@@ -1,0 +1,43 @@
+"""Service settings, read from ``AUTOPAR_*`` environment variables (pydantic-settings)."""
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+
+class Settings(BaseSettings):
+    """Every field is also an environment variable: ``database_url`` is ``AUTOPAR_DATABASE_URL``."""
+
+    model_config = SettingsConfigDict(env_prefix="AUTOPAR_", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        default="sqlite:///./autopar.db",
+        description=(
+            "SQLAlchemy URL. The embedded default is a SQLite file in the working directory; "
+            "PostgreSQL: postgresql+psycopg://user:password@host:5432/dbname."
+        ),
+    )
+    host: str = Field(default="127.0.0.1", description="Interface `autopar serve` binds to.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port `autopar serve` binds to.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="API processes `autopar serve` starts (uvicorn workers sharing the port).",
+    )
+    max_body_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="Largest accepted request body; larger bodies get 413.",
+    )
+    migrate_on_startup: bool = Field(
+        default=True,
+        description=(
+            "Apply Alembic migrations and load the built-in catalog when the API starts. Turn it "
+            "off when a deployment step migrates instead."
+        ),
+    )
+    log_level: LogLevel = Field(default="info", description="Log level of the API and uvicorn.")
