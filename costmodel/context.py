@@ -40,6 +40,7 @@ class ModelContext:
     optimizer_bytes: float
     flash_attention: bool
     dropout: bool
+    fused_cross_entropy: bool
     swiglu: bool
     num_layers: int
     tie_embeddings: bool
@@ -70,6 +71,7 @@ class ModelContext:
             optimizer_bytes=optim,
             flash_attention=training.flash_attention,
             dropout=training.dropout,
+            fused_cross_entropy=training.fused_cross_entropy,
             swiglu=model.activation == "swiglu",
             num_layers=model.num_layers,
             tie_embeddings=model.tie_embeddings,

@@ -299,11 +299,14 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd
     vocab_tp = shape.vocab / st.tp
     head_fwd = _gemm_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, params.gemm_half_dim)
-    # Cross-entropy in fp32 over the vocabulary shard, forward + backward: ~24 B per logit,
-    # between Megatron's fused vocab-parallel kernel (~12 B: read logits, write exp, read it,
-    # write the gradient) and PyTorch's unfused upcast + log-softmax + backward + downcast
-    # (~36 B).
-    loss_s = tokens * vocab_tp * 24.0 / (hw.hbm_Bps * params.memory_bound_efficiency)
+    # Cross-entropy over the vocabulary shard, forward + backward, in HBM bytes per logit:
+    # implementations range from ~6-12 B (flash-attn's fused xentropy: read the 16-bit logits
+    # twice, write the gradient) to ~30-36 B (Megatron's vocab-parallel and PyTorch's unfused
+    # paths materialize an fp32 copy, exp/log-softmax and an fp32 gradient). We do not know
+    # which kernel a job runs, so time takes the middle of that range, 24 B; memory (below)
+    # follows ``fused_cross_entropy``.
+    loss_B_per_logit = 24.0
+    loss_s = tokens * vocab_tp * loss_B_per_logit / (hw.hbm_Bps * params.memory_bound_efficiency)
     embed_s = tokens * h * a * 3.0 / (hw.hbm_Bps * params.memory_bound_efficiency)
     forward = layers_fwd + st.has_head * (head_fwd + loss_s / 3.0) + st.has_embedding * embed_s
     # FlashAttention's backward recomputes the scores, running 2.5x its forward FLOPs (Dao et
@@ -470,9 +473,11 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     working = np.where(st.recompute == RECOMPUTE_FULL, np.maximum(dense_act, moe_act), 0.0)
     embed_act = st.has_embedding * tokens * h * a / np.where(st.sequence_parallel > 0, st.tp, 1)
     inflight_mbs = np.where(layers > 0, held_layers / np.maximum(layers, 1), 1.0)
-    # Logits of the micro-batch in its loss: 16-bit logits + the fp32 softmax Megatron's
-    # vocab-parallel cross entropy keeps for backward (its gradient is computed in place).
-    logits_B = st.has_head * tokens * vocab_tp * (a + 4.0)
+    # Logits of the micro-batch in its loss: 16-bit logits + the fp32 softmax a fused cross
+    # entropy keeps for backward (gradient computed in place); unfused PyTorch also holds the
+    # fp32 upcast and an fp32 gradient at the peak.
+    loss_keep_B = 4.0 if ctx.fused_cross_entropy else 12.0
+    logits_B = st.has_head * tokens * vocab_tp * (a + loss_keep_B)
     inflight_B = held_layers * stored_per_layer + embed_act * inflight_mbs
     activations_B = inflight_B + working + logits_B
 

@@ -54,6 +54,10 @@ _SIXTEEN_BIT = ("bf16", "fp16", "amp_bf16", "bfloat16", "mixed")
 # Sources that predate fused attention (FlashAttention, May 2022) or train with dropout.
 _UNFUSED_ATTENTION_SOURCES = ("Narayanan", "Korthikanti", "GPT-NeoX")
 _DROPOUT_SOURCES = ("Narayanan", "Korthikanti")
+# torchtitan computes the loss with PyTorch's cross_entropy on upcast logits (unfused);
+# Megatron-LM uses its vocab-parallel kernel and llm-foundry's MPT configs flash-attn's
+# fused xentropy (loss_fn: fused_crossentropy).
+_UNFUSED_LOSS_SOURCES = ("torchtitan",)
 # Megatron-LM at the time reduced gradients after the backward pass, without overlap
 # (Korthikanti et al. Sec. 6.3 states it for their data-parallel run).
 _NO_GRAD_OVERLAP_SOURCES = ("Narayanan", "Korthikanti")
@@ -143,7 +147,7 @@ def _float(value: str) -> float | None:
         return None
 
 
-def _recompute(value: str) -> str | None:
+def _recompute(value: str, source: str) -> str | None:
     """Map a source's activation-checkpointing mode onto none / selective / full.
 
     torchtitan's selective AC is not Megatron's "selective" (which recomputes only the attention
@@ -159,6 +163,8 @@ def _recompute(value: str) -> str | None:
         return "none"
     if value.startswith(("selective (op)", "selective (layer)", "selective (per-op")):
         return "full"
+    if value.startswith("selective") and "torchtitan" in source:
+        return "full"  # torchtitan's default selective AC is per-op SAC (train_configs)
     if value.startswith("selective"):
         return "selective"
     return None
@@ -175,11 +181,16 @@ def _zero(value: str) -> int | None:
     return None
 
 
-def build_case(row: dict[str, str]) -> Case | str:
-    """A Case, or the reason the row is not fully specified."""
+def build_case(row: dict[str, str], *, allow_fp8: bool = False) -> Case | str:
+    """A Case, or the reason the row is not fully specified.
+
+    ``allow_fp8`` admits FP8 rows (priced with FP8 GEMMs) for the memory comparison only:
+    throughput is validated on BF16/FP16 rows.
+    """
     notes = row["notes"]
     precision = notes.split(";")[0].removeprefix("prec=").strip().lower()
-    if "float8" in precision or "fp8" in precision or not precision.startswith(_SIXTEEN_BIT):
+    fp8 = "float8" in precision or "fp8" in precision
+    if (fp8 and not allow_fp8) or not (fp8 or precision.startswith(_SIXTEEN_BIT)):
         return f"precision '{precision[:30]}' is not BF16/FP16"
     gpu = GPU_ALIASES.get(row["gpu_type"])
     if gpu is None:
@@ -198,7 +209,7 @@ def build_case(row: dict[str, str]) -> Case | str:
         "global_batch": _int(row["global_batch"]),
     }
     missing = [name for name, value in needed.items() if value is None]
-    recompute = _recompute(row["recompute"])
+    recompute = _recompute(row["recompute"], row["source"])
     zero = _zero(row["zero_stage_or_fsdp"])
     if recompute is None:
         missing.append("recompute")
@@ -243,9 +254,10 @@ def build_case(row: dict[str, str]) -> Case | str:
     training = TrainingSpec(
         seq_length=needed["seq_len"],
         global_batch_size=needed["global_batch"],
-        precision="fp16" if precision.startswith("fp16") else "bf16",
+        precision="fp8" if fp8 else "fp16" if precision.startswith("fp16") else "bf16",
         flash_attention=not any(key in source for key in _UNFUSED_ATTENTION_SOURCES),
         dropout=any(key in source for key in _DROPOUT_SOURCES),
+        fused_cross_entropy=not any(key in source for key in _UNFUSED_LOSS_SOURCES),
     )
     gpus_per_node = _int(row["gpus_per_node"]) or 8
     cluster = ClusterSpec(
@@ -297,6 +309,19 @@ def load_cases(path: Path = DATA_DIR / "runs.csv") -> tuple[list[Case], list[tup
             else:
                 cases.append(built)
     return cases, excluded
+
+
+def load_memory_cases(path: Path = DATA_DIR / "runs.csv") -> list[Case]:
+    """Rows with a measured peak memory, FP8 included (memory barely depends on GEMM dtype)."""
+    cases = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            if not row["measured_mem_gib"].strip():
+                continue
+            built = build_case(row, allow_fp8=True)
+            if isinstance(built, Case):
+                cases.append(built)
+    return cases
 
 
 def _baseline_flops_per_token(case: Case) -> float:
@@ -471,14 +496,16 @@ def format_report(report: Report) -> str:
         lines.append("Rows predicted infeasible (each actually ran, so each is a model bug):")
         for outcome in infeasible:
             lines.append(f"  {outcome.case.row_id}: {'; '.join(outcome.reasons)}")
-    memory = [o for o in report.outcomes if o.case.measured_memory_gib]
-    if memory:
+    memory_cases = load_memory_cases()
+    if memory_cases:
         lines.append("")
-        lines.append("Memory (peak GiB per GPU):")
-        for outcome in memory:
+        lines.append("Memory (peak GiB per GPU, rows that measured it; FP8 rows included):")
+        for case in memory_cases:
+            predicted = estimate(case.model, case.training, case.cluster, case.plan)
             lines.append(
-                f"  {outcome.case.row_id}: measured {outcome.case.measured_memory_gib:.1f}"
-                f" predicted {outcome.predicted_memory_gib:.1f}"
+                f"  {case.row_id}: measured {case.measured_memory_gib:.1f}"
+                f" predicted {predicted.peak_memory_gib:.1f}"
+                f" ({100 * (predicted.peak_memory_gib / case.measured_memory_gib - 1):+.1f}%)"
             )
     lines.append("")
     lines.append("Korthikanti et al. Table 4 (one 22B layer, overhead vs. baseline):")

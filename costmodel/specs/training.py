@@ -23,6 +23,13 @@ class TrainingSpec(Spec):
         default=True,
         description="Fused attention (FlashAttention, Dao et al. 2022): no s^2 activations kept.",
     )
+    fused_cross_entropy: bool = Field(
+        default=True,
+        description=(
+            "Fused (vocab-parallel) cross-entropy as in Megatron-LM or flash-attn; False for "
+            "PyTorch's unfused upcast + log-softmax, which moves and keeps more per logit."
+        ),
+    )
     dropout: bool = Field(
         default=False,
         description="Dropout layers present (GPT-3/Megatron 2021); modern LLMs train without.",
