@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PROFILE_STAMP := $(VENV)/.installed-profile
 
-.PHONY: test lint validate bench bench-api run clean
+.PHONY: test lint validate bench bench-api bench-search run clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,11 +14,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Tests also cover the PyTorch profiler: the 'profile' extra (torch, pinned in pyproject.toml).
+$(PROFILE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,profile]'
+	touch $(PROFILE_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint $(PROFILE_STAMP)
 	$(BIN)/python -m pytest
 
 validate: $(STAMP)
@@ -34,6 +40,10 @@ run: $(STAMP)
 # POST /v1/estimate latency under load; BENCH_ARGS="--database-url postgresql+psycopg://..."
 bench-api: $(STAMP)
 	$(BIN)/python benchmarks/bench_api.py $(BENCH_ARGS)
+
+# Search quality and speed (about 14 minutes); BENCH_ARGS=--quick for a 4-minute variant.
+bench-search: $(STAMP)
+	$(BIN)/python benchmarks/bench_search.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

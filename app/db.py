@@ -54,7 +54,24 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        immediate = connection.get_execution_options().get(_SQLITE_IMMEDIATE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+_SQLITE_IMMEDIATE = "autopar_sqlite_begin_immediate"
+
+
+def begin_write(session: Session) -> None:
+    """Start ``session``'s transaction as a writer, before its first statement.
+
+    On SQLite that is ``BEGIN IMMEDIATE``: a transaction that reads and then writes would
+    otherwise fail at once with "database is locked" when another connection wrote in between
+    (SQLITE_BUSY_SNAPSHOT, which the busy timeout does not retry) -- and a search worker writes
+    to the same file several times a second. Elsewhere (PostgreSQL) it changes nothing.
+    """
+    if session.in_transaction():
+        raise RuntimeError("begin_write must come before the transaction's first statement")
+    session.connection(execution_options={_SQLITE_IMMEDIATE: True})
 
 
 def make_session_factory(bind: Any) -> sessionmaker[Session]:

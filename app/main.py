@@ -8,12 +8,13 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.clusters.router import router as clusters_router
-from app.db import make_engine, make_session_factory, redact
+from app.db import is_sqlite, make_engine, make_session_factory, redact
 from app.errors import install_handlers
 from app.estimates.router import router as estimates_router
 from app.gpus.router import router as gpus_router
@@ -21,9 +22,13 @@ from app.health.router import router as health_router
 from app.middleware import BodySizeLimitMiddleware
 from app.migrate import upgrade_to_head
 from app.modelspecs.router import router as models_router
+from app.plans.router import router as plans_router
 from app.presets.router import router as presets_router
 from app.presets.service import sync_catalog
+from app.searches.router import router as searches_router
 from app.settings import Settings
+from app.workers.embedded import EmbeddedWorker
+from app.workers.service import WorkerOptions
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +59,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if engine is not None and settings.migrate_on_startup:
             prepare_database(engine)
+        worker = _embedded_worker(settings, engine)
+        if worker is not None:
+            worker.start()
         yield
+        if worker is not None:
+            await anyio.to_thread.run_sync(worker.stop)
         if engine is not None:
             engine.dispose()
 
@@ -75,6 +85,23 @@ def create_app(
         clusters_router,
         presets_router,
         estimates_router,
+        searches_router,
+        plans_router,
     ):
         app.include_router(router)
     return app
+
+
+def _embedded_worker(settings: Settings, engine: Engine | None) -> EmbeddedWorker | None:
+    """The in-process search worker, unless turned off or the app runs on a test session."""
+    if engine is None or not settings.embedded_worker:
+        return None
+    if is_sqlite(engine.url) and engine.url.database in (None, "", ":memory:"):
+        # Every thread would see its own empty in-memory database.
+        logger.warning("no embedded search worker on an in-memory SQLite database")
+        return None
+    return EmbeddedWorker(
+        session_factory=make_session_factory(engine),
+        database_url=settings.database_url,
+        options=WorkerOptions(lease_s=settings.worker_lease_s, poll_s=settings.worker_poll_s),
+    )

@@ -227,6 +227,8 @@ class PlanRow(Base):
     rank: Mapped[int | None] = mapped_column(Integer)
     trial_number: Mapped[int | None] = mapped_column(Integer)
     plan: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    # Sequences per step the plan was priced at (a search may range over several).
+    global_batch_size: Mapped[int | None] = mapped_column(Integer)
     # SHA-256 of the canonical plan JSON: the same plan found by two workers is stored once.
     plan_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())

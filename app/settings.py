@@ -41,3 +41,22 @@ class Settings(BaseSettings):
         ),
     )
     log_level: LogLevel = Field(default="info", description="Log level of the API and uvicorn.")
+    embedded_worker: bool = Field(
+        default=True,
+        description=(
+            "Run a search worker in a thread of each API process. Turn it off when `autopar "
+            "worker` processes serve the database instead (docker-compose does)."
+        ),
+    )
+    worker_lease_s: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description=(
+            "How long a worker's claim on a search lasts without a heartbeat; a dead worker's "
+            "search is taken over after this long."
+        ),
+    )
+    worker_poll_s: float = Field(
+        default=1.0, gt=0, le=300, description="Pause between looks at an empty search queue."
+    )

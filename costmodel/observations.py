@@ -14,8 +14,9 @@ bytes sent, so ``algbw = size / time`` and ``busbw = algbw * factor`` match nccl
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from costmodel.hardware import lookup_gpu
 from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec, Plan, TrainingSpec
 from costmodel.specs.base import Spec
 from costmodel.specs.training import Precision
@@ -47,7 +48,7 @@ class Timing(Spec):
 
 
 class GemmSample(Timing):
-    """(m x k) @ (k x n) in ``dtype``: 2*m*n*k FLOPs."""
+    """(m x k) @ (k x n) in ``dtype``: 2*m*n*k FLOPs; m plays the tokens' role (stage._gemm_s)."""
 
     m: int = Field(ge=1, le=10_000_000)
     n: int = Field(ge=1, le=10_000_000)
@@ -57,10 +58,6 @@ class GemmSample(Timing):
     @property
     def flops(self) -> float:
         return 2.0 * self.m * self.n * self.k
-
-    @property
-    def smallest_dim(self) -> int:
-        return min(self.m, self.n, self.k)
 
 
 class MemorySample(Timing):
@@ -144,8 +141,8 @@ class Profile(Spec):
     device: DeviceInfo
     gpu: GpuSpec = Field(
         description=(
-            "The device as the cost model sees it: a catalog GPU, or for other devices (a CPU) "
-            "an inline spec whose peaks are derived from the measurements."
+            "The device as the cost model sees it: a catalog GPU (by name), or for other devices "
+            "(a CPU) an inline spec whose peaks are derived from the measurements."
         )
     )
     software: dict[str, str] = Field(default_factory=dict)
@@ -154,6 +151,11 @@ class Profile(Spec):
     memory: list[MemorySample] = Field(default_factory=list)
     attention: list[AttentionSample] = Field(default_factory=list)
     collectives: list[CollectiveSample] = Field(default_factory=list)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _catalog_name(cls, value: object) -> object:
+        return lookup_gpu(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _has_samples(self) -> "Profile":

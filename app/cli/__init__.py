@@ -13,7 +13,16 @@ cli = typer.Typer(
 
 def _register_commands() -> None:
     # Imported for their side effect of adding commands to ``cli``.
-    from app.cli import catalog_cmd, estimate_cmd, serve_cmd, validate_cmd  # noqa: F401
+    from app.cli import (  # noqa: F401
+        calibrate_cmd,
+        catalog_cmd,
+        estimate_cmd,
+        profile_cmd,
+        search_cmd,
+        serve_cmd,
+        validate_cmd,
+        worker_cmd,
+    )
 
 
 def main() -> None:

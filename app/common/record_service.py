@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.common.pagination import decode_cursor, encode_cursor
 from app.common.records import RecordRepository, RecordT
 from app.common.text import require_storable
+from app.db import begin_write
 from app.errors import ConflictError, ErrorDetail, InvalidInputError, NotFoundError
 from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec
 
@@ -54,6 +55,7 @@ def create_record(
     description: str | None = None,
 ) -> RecordT:
     """Store ``spec`` under its own ``name``; a name already in use (preset or not) is a 409."""
+    begin_write(session)  # it reads (is the name taken?) before it writes
     name = spec.name
     require_storable(spec.model_dump(mode="json"))
     if description is not None:
@@ -74,6 +76,7 @@ def create_record(
 def delete_record(
     session: Session, *, repository: RecordRepository[RecordT], key: str, kind: str
 ) -> None:
+    begin_write(session)
     row = get_record(session, repository=repository, key=key, kind=kind)
     if row.is_preset:
         raise ConflictError(f"{kind} '{row.name}' is a built-in preset and cannot be deleted")

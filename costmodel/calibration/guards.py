@@ -4,8 +4,8 @@
   topology, same plan) measured with times more than ``REPEAT_RATIO`` apart; or a collective
   that moved more data ``SERIES_RATIO`` times faster than a smaller message of the same series.
   A few such points among many micro-benchmarks are outliers the robust loss absorbs (reported
-  as warnings); more than ``MAX_INCONSISTENT_SHARE`` of a source, or any contradicting training
-  step, refuses the data.
+  as warnings); more than one and more than ``MAX_INCONSISTENT_SHARE`` of a source, or any
+  contradicting training step, refuses the data.
 - Physics: a GEMM faster than the GPU's peak, a kernel faster than its memory bandwidth, a
   collective whose bus bandwidth beats the links at their best efficiency. These mean the
   device description (GPU, topology) is wrong or the timing was broken.
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from costmodel import comm
-from costmodel.calibration.points import PointSet, _node_group
+from costmodel.calibration.points import FLASH_BACKWARD_FACTOR, PointSet, node_group
 from costmodel.calibration.space import PARAMETERS
 from costmodel.hardware import peak_tflops
 from costmodel.hardware_arrays import group_hardware
@@ -86,7 +86,7 @@ def check_consistency(points: PointSet) -> list[str]:
         if not bad:
             continue
         is_step = next(iter(keys)).startswith(("step|", "memory-peak|"))
-        if is_step or len(bad) > MAX_INCONSISTENT_SHARE * len(keys):
+        if is_step or len(bad) > max(1.0, MAX_INCONSISTENT_SHARE * len(keys)):
             raise CalibrationError(
                 f"contradicting samples in '{source}' ({len(bad)} of {len(keys)}): "
                 f"{_examples(bad)}; re-measure or remove them"
@@ -128,7 +128,7 @@ def check_physics(profiles: Sequence[Profile]) -> None:
             peak = peak_tflops(gpu, "bf16" if sample.dtype == "fp8" else sample.dtype) * 1e12
             achieved = sample.full_flops / sample.median_s
             if sample.direction == "backward":
-                achieved *= 2.5
+                achieved *= FLASH_BACKWARD_FACTOR
             if peak <= 0 or achieved > CAUSAL_SKIP * PEAK_SLACK * peak:
                 raise CalibrationError(
                     f"profile '{profile.name}': attention {sample.direction} ran at "
@@ -136,7 +136,7 @@ def check_physics(profiles: Sequence[Profile]) -> None:
                     f"{peak / 1e12:.3g} TFLOP/s"
                 )
         for sample in profile.collectives:
-            hw = group_hardware(_node_group(gpu, sample.ranks, sample.ranks_per_node), "bf16", best)
+            hw = group_hardware(node_group(gpu, sample.ranks, sample.ranks_per_node), "bf16", best)
             local = min(sample.ranks_per_node, float(hw.gpus_per_node[0]))
             limit = float(
                 comm.bus_bandwidth_Bps(sample.ranks, local, hw.intra_Bps[0], hw.inter_Bps[0])

@@ -3,9 +3,9 @@
 Profile samples are priced with the cost model's own kernel formulas, so a parameter fitted on
 micro-benchmarks means what the model means by it:
 
-- GEMM: ``stage._gemm_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim))), with the
-  catalog efficiency scaled by ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware``
-  does; d is the GEMM's smallest dimension.
+- GEMM: ``stage._gemm_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim)) with
+  d = min(m, sqrt(n k)) for (m x k) @ (k x n)), the catalog efficiency scaled by
+  ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware`` does.
 - Fused attention: FLOPs on the full s x s square / (16-bit peak x attention_efficiency), the
   backward at ``FLASH_BACKWARD_FACTOR`` times the forward (``stage.stage_costs``).
 - Memory-bound kernels: bytes / (HBM bandwidth x memory_bound_efficiency).
@@ -44,7 +44,7 @@ FLASH_BACKWARD_FACTOR = 2.5
 Predict = Callable[[EfficiencyParams, np.ndarray], np.ndarray]
 
 
-def _node_group(gpu: GpuSpec, ranks: int = 1, ranks_per_node: int = 1) -> NodeGroup:
+def node_group(gpu: GpuSpec, ranks: int = 1, ranks_per_node: int = 1) -> NodeGroup:
     return NodeGroup(
         name="profile",
         gpu=gpu,
@@ -54,7 +54,7 @@ def _node_group(gpu: GpuSpec, ranks: int = 1, ranks_per_node: int = 1) -> NodeGr
 
 
 def _hardware(gpu: GpuSpec, precision: str, params: EfficiencyParams) -> Hardware:
-    return group_hardware(_node_group(gpu), precision, params)
+    return group_hardware(node_group(gpu), precision, params)
 
 
 @dataclass
@@ -68,6 +68,7 @@ class Point:
     size: float  # message size within a series
     measured: float
     inverse: bool = False  # the user measured the reciprocal (tokens/s): report its error
+    observed_run: bool = False  # a training step that really ran (not a micro-benchmark)
 
 
 @dataclass
@@ -81,7 +82,7 @@ class Family:
 # ---- profile families -----------------------------------------------------------------------
 def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
     flops = np.array([s.flops for s in samples])
-    dims = np.array([float(s.smallest_dim) for s in samples])
+    m, n, k = (np.array([float(getattr(s, axis)) for s in samples]) for axis in "mnk")
     dtypes = np.array([s.dtype for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
@@ -90,7 +91,7 @@ def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
             chosen = dtypes[members] == dtype
             rows = members[chosen]
             hw = _hardware(gpu, str(dtype), params)
-            out[chosen] = _gemm_s(flops[rows], dims[rows], hw, params.gemm_half_dim)
+            out[chosen] = _gemm_s(flops[rows], m[rows], n[rows], k[rows], hw, params.gemm_half_dim)
         return out
 
     points = [
@@ -144,7 +145,14 @@ def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family
     return Family(points, predict)
 
 
+# The kernels the model prices as memory-bound elementwise work (stage.py: norms, residual
+# adds, activation functions, softmax). Pure streams (copy, scale) describe the bandwidth
+# itself (app.profiling.device.nominal_gpu) and are not fitted.
+ELEMENTWISE_KERNELS = ("add", "gelu", "layer_norm", "softmax")
+
+
 def memory_family(gpu: GpuSpec, samples: Sequence[MemorySample]) -> Family:
+    samples = [s for s in samples if s.kernel in ELEMENTWISE_KERNELS]
     moved = np.array([s.bytes for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
@@ -180,7 +188,7 @@ def collective_family(gpu: GpuSpec, samples: Sequence[CollectiveSample]) -> Fami
             np.empty(len(samples)),
         )
         for shape in shapes:
-            hw = group_hardware(_node_group(gpu, *shape), "bf16", params)
+            hw = group_hardware(node_group(gpu, *shape), "bf16", params)
             chosen = (ranks == shape[0]) & (local == shape[1])
             intra[chosen], inter[chosen] = hw.intra_Bps[0], hw.inter_Bps[0]
             domain[chosen] = hw.gpus_per_node[0]
@@ -267,6 +275,7 @@ def step_families(observations: Sequence[StepObservation]) -> list[Family]:
             size=0.0,
             measured=obs.measured_step_time_s,
             inverse=obs.step_time_s is None,
+            observed_run=True,
         )
         for obs in observations
     ]
@@ -285,6 +294,7 @@ def step_families(observations: Sequence[StepObservation]) -> list[Family]:
                 series=None,
                 size=0.0,
                 measured=float(observations[i].peak_memory_gib or 0.0),
+                observed_run=True,
             )
             for i in with_memory
         ]
@@ -318,7 +328,7 @@ class PointSet:
                 families.append(gemm_family(gpu, profile.gemm))
             if profile.attention:
                 families.append(attention_family(gpu, profile.attention))
-            if profile.memory:
+            if any(s.kernel in ELEMENTWISE_KERNELS for s in profile.memory):
                 families.append(memory_family(gpu, profile.memory))
             if profile.collectives:
                 families.append(collective_family(gpu, profile.collectives))
@@ -343,6 +353,10 @@ class PointSet:
     @property
     def sources(self) -> np.ndarray:
         return np.array([point.source for point in self.points], dtype=object)
+
+    @property
+    def observed_runs(self) -> np.ndarray:
+        return np.array([point.observed_run for point in self.points], dtype=bool)
 
     def predict(self, params: EfficiencyParams, subset: np.ndarray) -> np.ndarray:
         out = np.empty(subset.size)

@@ -18,12 +18,20 @@ class ParamChange(_Result):
 
 
 class SourceError(_Result):
-    """Mean absolute percentage error of one source's points, as fractions (0.1 = 10%)."""
+    """Errors of one source's points before and after calibration.
+
+    ``mape_*``: mean absolute percentage error of the measured quantity (0.1 = 10%).
+    ``log_error_*``: mean |ln(predicted / measured)|, symmetric in over- and under-prediction
+    (MAPE caps under-prediction at 100% but not over-prediction); the fit minimizes this kind
+    of error and the no-degradation rule compares it."""
 
     source: str
     points: int
+    observed_runs: bool = Field(default=False, description="Training runs, not micro-benchmarks.")
     mape_before: float
     mape_after: float
+    log_error_before: float
+    log_error_after: float
 
 
 class CalibrationResult(_Result):
@@ -61,6 +69,14 @@ class CalibrationResult(_Result):
     @property
     def held_out_mape_after(self) -> float:
         return self._mean(self.held_out, "mape_after")
+
+    @property
+    def held_out_log_error_before(self) -> float:
+        return self._mean(self.held_out, "log_error_before")
+
+    @property
+    def held_out_log_error_after(self) -> float:
+        return self._mean(self.held_out, "log_error_after")
 
 
 class Calibration(_Result):

@@ -32,7 +32,7 @@ class Solution:
     converged: bool
     residuals: np.ndarray
     gradient: np.ndarray  # of C/2 at x
-    curvature: np.ndarray  # Gauss-Newton diagonal of C/2 at x
+    hessian: np.ndarray  # Gauss-Newton approximation of C/2's Hessian at x
 
 
 def soft_l1_cost(residuals: np.ndarray, weights: np.ndarray, scale: float) -> float:
@@ -73,11 +73,14 @@ def solve(
     prior_scale: np.ndarray,
     loss_scale: float,
     steps: np.ndarray,
+    start: np.ndarray | None = None,
     max_iterations: int = 40,
-    tolerance: float = 1e-7,
+    tolerance: float = 1e-4,
 ) -> Solution:
+    """Minimize from ``start`` (default ``x0``); the prior is centred on ``x0``. Stops when an
+    iteration lowers the cost by less than ``tolerance`` (relative) or no step helps."""
     center = np.clip(np.asarray(x0, dtype=float), lower, upper)
-    x = center.copy()
+    x = center.copy() if start is None else np.clip(np.asarray(start, dtype=float), lower, upper)
     evaluations = 0
 
     def evaluate(point: np.ndarray) -> tuple[np.ndarray, float]:
@@ -130,7 +133,7 @@ def solve(
     evaluations += x.size
     row_weights = weights * soft_l1_irls(r, loss_scale)
     gradient = jac.T @ (row_weights * r) + (x - center) / prior_scale**2
-    curvature = np.einsum("ij,ij->j", jac, row_weights[:, None] * jac) + 1.0 / prior_scale**2
+    hessian = jac.T @ (row_weights[:, None] * jac) + np.diag(1.0 / prior_scale**2)
     return Solution(
         x=x,
         cost=cost,
@@ -140,5 +143,5 @@ def solve(
         converged=converged,
         residuals=r,
         gradient=gradient,
-        curvature=curvature,
+        hessian=hessian,
     )

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from api_helpers import asgi_client
 from fastapi import FastAPI
+from search_helpers import Live, live_service
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import sessionmaker
 
@@ -77,3 +78,21 @@ def snapshot(db_connection: Connection) -> Snapshot:
         }
 
     return take
+
+
+@pytest.fixture(scope="module")
+def worker_database_url(make_session_database: Callable[[], str]) -> str:
+    """A migrated database (catalog loaded) whose rows are really committed, so workers on
+    other connections and threads see them; shared by a test module."""
+    url = make_session_database()
+    engine = make_engine(url)
+    prepare_database(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def live(worker_database_url: str) -> Iterator[Live]:
+    """The API over ``worker_database_url`` plus workers for it; searches are deleted after."""
+    with live_service(worker_database_url) as service:
+        yield service

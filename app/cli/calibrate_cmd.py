@@ -1,0 +1,219 @@
+"""``autopar calibrate``: fit the cost model to profiles and observed steps; store the result.
+
+Calibrations are stored as ``<store>/<name>/v<version>.json`` (``--store``, default
+``$AUTOPAR_CALIBRATIONS`` or ``~/.autopar/calibrations``); each run adds a version. A refused
+calibration prints one ``error:`` line, exits with status 2 and stores nothing.
+``load_calibration`` resolves a reference (a file, ``name`` for the latest version or
+``name@version``) for commands that accept ``--calibration``.
+"""
+
+import json
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from app.cli import cli
+from app.cli._common import fail
+from costmodel.calibration import (
+    PARAMETERS,
+    Calibration,
+    CalibrationError,
+    CalibrationResult,
+    fit_calibration,
+)
+from costmodel.catalog import SpecError, load_spec
+from costmodel.errors import format_validation_error
+from costmodel.observations import Profile, StepObservation
+
+STORE_ENV = "AUTOPAR_CALIBRATIONS"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_SPEC_FIELDS = ("model", "training", "cluster", "plan")
+
+
+def default_store() -> Path:
+    return Path(os.environ.get(STORE_ENV) or Path.home() / ".autopar" / "calibrations")
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+def _read_structured(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        fail(f"{what} file '{path}': {exc.strerror}")
+    try:
+        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        fail(f"{what} file '{path}': not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}")
+
+
+def load_profile(path: Path) -> Profile:
+    data = _read_structured(path, "profile")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        fail(f"profile file '{path}': {format_validation_error(exc)}")
+
+
+def load_observations(path: Path) -> list[StepObservation]:
+    """A YAML/JSON list of observations (or ``{observations: [...]}``); model, training, cluster
+    and plan may be preset names, spec files (relative to this file) or inline specs."""
+    data = _read_structured(path, "observations")
+    if isinstance(data, dict) and "observations" in data:
+        data = data["observations"]
+    if not isinstance(data, list) or not data:
+        fail(f"observations file '{path}': expected a non-empty list of observations")
+    observations = []
+    for index, item in enumerate(data):
+        where = f"observations file '{path}': item {index}"
+        if not isinstance(item, dict):
+            fail(f"{where}: expected a mapping")
+        resolved = dict(item)
+        for kind in _SPEC_FIELDS:
+            value = item.get(kind)
+            if isinstance(value, str) and not Path(value).is_absolute():
+                candidate = path.parent / value
+                value = str(candidate) if candidate.exists() else value
+            if value is not None:
+                try:
+                    resolved[kind] = load_spec(kind, value)  # type: ignore[arg-type]
+                except SpecError as exc:
+                    fail(f"{where}: {exc}")
+        try:
+            observations.append(StepObservation.model_validate(resolved))
+        except ValidationError as exc:
+            fail(f"{where}: {format_validation_error(exc)}")
+    return observations
+
+
+# ---- the store ----------------------------------------------------------------------------------
+def _versions(store: Path, name: str) -> list[int]:
+    folder = store / name
+    if not folder.is_dir():
+        return []
+    return sorted(
+        int(match.group(1))
+        for entry in folder.iterdir()
+        if (match := re.fullmatch(r"v(\d+)\.json", entry.name))
+    )
+
+
+def save_calibration(
+    store: Path, name: str, result: CalibrationResult, inputs: dict[str, Any]
+) -> tuple[Calibration, Path]:
+    versions = _versions(store, name)
+    calibration = Calibration(
+        name=name,
+        version=(versions[-1] + 1) if versions else 1,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        inputs=inputs,
+        result=result,
+    )
+    folder = store / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"v{calibration.version}.json"
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(calibration.model_dump_json(indent=2) + "\n")
+    partial.replace(path)  # atomic: readers never see half a calibration
+    return calibration, path
+
+
+def load_calibration(reference: str, store: Path | None = None) -> Calibration:
+    """A calibration by file path, ``name`` (latest version) or ``name@version``.
+
+    Raises ``ValueError`` with a one-line message when it cannot be found or read."""
+    path = Path(reference)
+    if not path.is_file():
+        name, _, version = reference.partition("@")
+        store = store or default_store()
+        versions = _versions(store, name)
+        if not versions:
+            raise ValueError(f"no calibration named '{name}' in {store}")
+        if version and (not version.isdigit() or int(version) not in versions):
+            known = ", ".join(f"{name}@{v}" for v in versions)
+            raise ValueError(f"calibration '{reference}' not found; known: {known}")
+        path = store / name / f"v{int(version) if version else versions[-1]}.json"
+    try:
+        return Calibration.model_validate_json(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"calibration file '{path}': {exc.strerror}") from None
+    except ValidationError as exc:
+        raise ValueError(f"calibration file '{path}': {format_validation_error(exc)}") from None
+
+
+# ---- the command --------------------------------------------------------------------------------
+@cli.command("calibrate")
+def calibrate_command(
+    name: Annotated[str, typer.Option("--name", "-n", help="Calibration name (versioned).")],
+    profile: Annotated[
+        list[Path] | None, typer.Option("--profile", "-p", help="Profile file (repeatable).")
+    ] = None,
+    observations: Annotated[
+        list[Path] | None,
+        typer.Option("--observations", "-O", help="Observed steps, YAML/JSON (repeatable)."),
+    ] = None,
+    params: Annotated[
+        str | None,
+        typer.Option("--params", help="Comma-separated parameters to fit (default: all)."),
+    ] = None,
+    folds: Annotated[int, typer.Option("--folds", min=2, max=50, help="k-fold validation.")] = 5,
+    store: Annotated[
+        Path | None, typer.Option("--store", help=f"Calibration store (default ${STORE_ENV}).")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the Calibration.")] = False,
+) -> None:
+    """Fit efficiency parameters to profiles and observed steps, report the error before/after."""
+    if not _NAME.match(name):
+        fail(f"--name '{name}': use letters, digits, '.', '_' or '-' (up to 100)")
+    names = [item.strip() for item in params.split(",") if item.strip()] if params else None
+    if names:
+        unknown = [item for item in names if item not in PARAMETERS]
+        if unknown:
+            fail(f"--params: unknown {', '.join(unknown)}; choices: {', '.join(PARAMETERS)}")
+    profiles = [load_profile(path) for path in profile or []]
+    observed = [obs for path in observations or [] for obs in load_observations(path)]
+    try:
+        result = fit_calibration(profiles, observed, params=names, k_folds=folds)
+    except CalibrationError as exc:
+        fail(f"calibration refused: {exc}")
+    inputs: dict[str, Any] = {
+        "profiles": [p.name for p in profiles],
+        "profile_files": [str(path) for path in profile or []],
+        "observation_files": [str(path) for path in observations or []],
+        "observations": len(observed),
+    }
+    calibration, path = save_calibration(store or default_store(), name, result, inputs)
+    if json_output:
+        print(calibration.model_dump_json(indent=2))
+        return
+    print(format_result(result))
+    print(f"stored as {calibration.ref} ({path})")
+
+
+def format_result(result: CalibrationResult) -> str:
+    lines = [f"fitted {len(result.fitted)} parameters to {result.points} points:"]
+    for change in result.changes:
+        mark = "*" if change.moved else " "
+        lines.append(f" {mark} {change.name:<28}{change.before:>11.4g} -> {change.after:<11.4g}")
+    if result.not_identifiable:
+        lines.append(f"   not constrained by the data: {', '.join(result.not_identifiable)}")
+    lines.append(f"MAPE by source ({result.k_folds}-fold held-out | in-sample), before -> after:")
+    in_sample = {error.source: error for error in result.in_sample}
+    for error in result.held_out:
+        fit = in_sample[error.source]
+        lines.append(
+            f"  {error.source:<34}{error.points:>4}  {100 * error.mape_before:6.1f}% -> "
+            f"{100 * error.mape_after:5.1f}%  | {100 * fit.mape_before:6.1f}% -> "
+            f"{100 * fit.mape_after:5.1f}%"
+        )
+    lines.append(
+        f"  {'mean over sources':<38}  {100 * result.held_out_mape_before:6.1f}% -> "
+        f"{100 * result.held_out_mape_after:5.1f}%"
+    )
+    lines.extend(f"warning: {warning}" for warning in result.warnings)
+    return "\n".join(lines)

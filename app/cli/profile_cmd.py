@@ -1,0 +1,180 @@
+"""``autopar profile``: measure this machine, or import nccl-tests output, into a profile file."""
+
+import time
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from app.cli import cli
+from app.cli._common import fail
+from app.profiling.catalog_match import match_catalog
+from app.profiling.nccl_tests import NcclTestsError, nccl_tests_device, parse_nccl_tests
+from costmodel.errors import format_validation_error
+from costmodel.hardware import UnknownGpuError, lookup_gpu
+from costmodel.observations import CollectiveOp, CollectiveSample, DeviceInfo, Profile
+from costmodel.specs import GpuSpec
+
+_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+
+
+@cli.command("profile")
+def profile_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Profile file to write.")] = Path(
+        "profile.json"
+    ),
+    full: Annotated[bool, typer.Option("--full", help="Sweep wider (minutes).")] = False,
+    ranks: Annotated[
+        int | None,
+        typer.Option("--ranks", min=1, help="Ranks (default: all GPUs, or 2 CPU ranks)."),
+    ] = None,
+    threads_per_rank: Annotated[
+        int | None, typer.Option("--threads-per-rank", min=1, help="CPU threads per rank.")
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")] = "auto",
+    name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", hidden=True)] = False,
+    nccl_tests: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--nccl-tests",
+            help="Import this nccl-tests output instead of measuring (repeatable).",
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="With --nccl-tests: catalog GPU or a GpuSpec JSON/YAML file."),
+    ] = None,
+    op: Annotated[
+        str | None, typer.Option("--op", help=f"With --nccl-tests: {', '.join(_OPS)}.")
+    ] = None,
+    ranks_per_node: Annotated[
+        int | None, typer.Option("--ranks-per-node", min=1, help="With --nccl-tests.")
+    ] = None,
+) -> None:
+    """Measure GEMMs, memory bandwidth, attention and collectives on this machine (PyTorch)."""
+    started = time.perf_counter()
+    if nccl_tests:
+        profile = _import_nccl_tests(nccl_tests, gpu, op, ranks, ranks_per_node, name)
+    else:
+        if device not in ("auto", "cpu", "cuda"):
+            fail(f"--device must be auto, cpu or cuda, not '{device}'")
+        profile = _measure(full, quick, device, ranks, threads_per_rank, name)  # type: ignore[arg-type]
+    out.write_text(profile.model_dump_json(indent=2) + "\n")
+    _summarize(profile, out, time.perf_counter() - started)
+
+
+def _measure(
+    full: bool,
+    quick: bool,
+    device: Literal["auto", "cpu", "cuda"],
+    ranks: int | None,
+    threads: int | None,
+    name: str | None,
+) -> Profile:
+    try:
+        # Imported here: torch is the optional 'profile' extra, and other commands work without.
+        from app.profiling.runner import ProfileOptions, run_profile
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        fail("profiling needs PyTorch: pip install 'autopar[profile]'")
+    mode = "tiny" if quick else ("full" if full else "default")
+    options = ProfileOptions(
+        mode=mode, device=device, ranks=ranks, threads_per_rank=threads, name=name
+    )
+    try:
+        return run_profile(options)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _load_gpu(value: str) -> GpuSpec:
+    path = Path(value)
+    if path.suffix.lower() in (".json", ".yaml", ".yml"):
+        try:
+            return GpuSpec.model_validate(yaml.safe_load(path.read_text()))
+        except OSError as exc:
+            fail(f"GPU file '{value}': {exc.strerror}")
+        except ValidationError as exc:
+            fail(f"GPU file '{value}': {format_validation_error(exc, 'gpu')}")
+    try:
+        return lookup_gpu(value)
+    except UnknownGpuError as exc:
+        fail(str(exc))
+
+
+def _import_nccl_tests(
+    paths: list[Path],
+    gpu_option: str | None,
+    op: str | None,
+    ranks: int | None,
+    ranks_per_node: int | None,
+    name: str | None,
+) -> Profile:
+    if op is not None and op not in _OPS:
+        fail(f"--op must be one of {', '.join(_OPS)}, not '{op}'")
+    samples: list[CollectiveSample] = []
+    device_names: set[str] = set()
+    for path in paths:
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            fail(f"nccl-tests file '{path}': {exc.strerror}")
+        try:
+            collective: CollectiveOp | None = op  # type: ignore[assignment]
+            samples.extend(
+                parse_nccl_tests(text, op=collective, ranks=ranks, ranks_per_node=ranks_per_node)
+            )
+        except NcclTestsError as exc:
+            fail(f"nccl-tests file '{path}': {exc}")
+        if reported := nccl_tests_device(text):
+            device_names.add(reported)
+    device_name = device_names.pop() if len(device_names) == 1 else None
+    if gpu_option is not None:
+        gpu = _load_gpu(gpu_option)
+    elif device_name and (matched := match_catalog(device_name)):
+        gpu = matched
+    else:
+        seen = f"'{device_name}' is not in the catalog" if device_name else "no GPU name found"
+        fail(f"give --gpu (catalog name or GpuSpec file): {seen}")
+    first = samples[0]
+    return Profile(
+        name=name or f"nccl-tests-{gpu.name}",
+        device=DeviceInfo(
+            name=device_name or gpu.name,
+            kind="cuda",
+            ranks=first.ranks,
+            ranks_per_node=first.ranks_per_node,
+            backend="nccl",
+        ),
+        gpu=gpu,
+        software={"nccl-tests": "imported"},
+        settings={"imported_from": ", ".join(str(path) for path in paths)},
+        collectives=samples,
+    )
+
+
+def _summarize(profile: Profile, out: Path, seconds: float) -> None:
+    lines = [f"profile '{profile.name}' -> {out} ({profile.sample_count} samples, {seconds:.0f} s)"]
+    lines.append(f"  device: {profile.device.name} x{profile.device.ranks}")
+    gpu = profile.gpu
+    lines.append(f"  described as: {gpu.name} (gemm_efficiency {gpu.gemm_efficiency})")
+    for dtype in sorted({s.dtype for s in profile.gemm}):
+        best = max(s.flops / s.median_s for s in profile.gemm if s.dtype == dtype)
+        lines.append(f"  GEMM {dtype}: best {best / 1e12:.3g} TFLOP/s")
+    if profile.memory:
+        best = max(s.bytes / s.median_s for s in profile.memory)
+        lines.append(f"  memory: best {best / 1e9:.3g} GB/s")
+    for direction in ("forward", "backward"):
+        rates = [s.full_flops / s.median_s for s in profile.attention if s.direction == direction]
+        if rates:
+            lines.append(f"  attention {direction}: best {max(rates) / 1e12:.3g} TFLOP/s")
+    for operation in _OPS:
+        chosen = [s for s in profile.collectives if s.op == operation]
+        if chosen:
+            best = max(s.busbw_GBps for s in chosen)
+            lines.append(f"  {operation}: best bus bandwidth {best:.3g} GB/s ({len(chosen)} sizes)")
+    print("\n".join(lines))

@@ -1,0 +1,27 @@
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costmodel.specs import Estimate, Plan
+
+
+class PlanRecord(BaseModel):
+    """A plan a search found, with the estimate it was ranked by."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    search_id: str
+    rank: int | None = Field(
+        description="1 = best; null: found and kept, but outside the search's final ranking."
+    )
+    plan: Plan
+    global_batch_size: int | None = Field(description="Sequences per step the plan was priced at.")
+    estimate: Estimate | None
+    objective_values: list[float] | None = Field(
+        description="One value per objective, in the order of the search's objective_names."
+    )
+    feasible: bool
+    plan_hash: str = Field(description="SHA-256 of the plan and its batch: unique per search.")
+    trial_number: int | None = Field(description="Optuna trial that found it (null: enumerated).")
+    created_at: datetime

@@ -1,0 +1,127 @@
+"""Compute micro-benchmarks on one device: GEMMs, memory-bound kernels, fused attention.
+
+Each returns ``costmodel.observations`` samples with the quantities the cost model prices them
+by (FLOPs, bytes moved), so calibration compares like with like (``costmodel.calibration.points``).
+"""
+
+import torch
+from torch.nn import functional
+
+from app.profiling.timing import DEFAULT, TimingPolicy, measure
+from costmodel.observations import AttentionSample, GemmSample, MemorySample
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,  # fp32 tensors with TF32 tensor-core matmuls enabled
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+
+
+def _sync(device: torch.device):
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _tf32(enabled: bool) -> None:
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+
+
+def gemm_samples(
+    device: torch.device,
+    shapes: list[tuple[int, int, int]],
+    dtypes: list[str],
+    policy: TimingPolicy = DEFAULT,
+) -> list[GemmSample]:
+    """(m x k) @ (k x n) for each (m, n, k) and dtype, into a preallocated output."""
+    samples = []
+    for dtype in dtypes:
+        _tf32(dtype == "tf32")
+        for m, n, k in shapes:
+            a = torch.randn(m, k, device=device, dtype=TORCH_DTYPES[dtype])
+            b = torch.randn(k, n, device=device, dtype=TORCH_DTYPES[dtype])
+            out = torch.empty(m, n, device=device, dtype=TORCH_DTYPES[dtype])
+            timed = measure(
+                lambda a=a, b=b, out=out: torch.matmul(a, b, out=out), policy, _sync(device)
+            )
+            samples.append(GemmSample(m=m, n=n, k=k, dtype=dtype, **timed.as_fields()))
+    _tf32(False)
+    return samples
+
+
+def memory_samples(
+    device: torch.device, mebibytes: float, dtype: str = "fp32", policy: TimingPolicy = DEFAULT
+) -> list[MemorySample]:
+    """Memory-bound kernels over a ``mebibytes`` tensor; bytes = tensors read + written.
+
+    copy/add/scale write into preallocated outputs (pure streaming, what bandwidth is quoted
+    as); gelu, layer_norm and softmax allocate their outputs as training code does.
+    """
+    torch_dtype = TORCH_DTYPES[dtype]
+    size = torch.finfo(torch_dtype).bits // 8
+    row = 1024
+    count = max(row, int(mebibytes * 2**20 / size) // row * row)
+    x = torch.randn(count, device=device, dtype=torch_dtype)
+    y = torch.randn(count, device=device, dtype=torch_dtype)
+    z = torch.empty(count, device=device, dtype=torch_dtype)
+    rows = x.view(-1, row)
+    kernels = {
+        "copy": (lambda: z.copy_(x), 2),
+        "add": (lambda: torch.add(x, y, out=z), 3),
+        "scale": (lambda: torch.mul(x, 0.5, out=z), 2),
+        "gelu": (lambda: functional.gelu(x), 2),
+        "layer_norm": (lambda: functional.layer_norm(rows, (row,)), 2),
+        "softmax": (lambda: torch.softmax(rows, dim=-1), 2),
+    }
+    samples = []
+    for kernel, (operation, tensors) in kernels.items():
+        timed = measure(operation, policy, _sync(device))
+        samples.append(
+            MemorySample(
+                kernel=kernel, bytes=float(tensors * count * size), dtype=dtype, **timed.as_fields()
+            )
+        )
+    return samples
+
+
+def attention_samples(
+    device: torch.device,
+    shapes: list[tuple[int, int, int, int]],
+    dtypes: list[str],
+    policy: TimingPolicy = DEFAULT,
+) -> list[AttentionSample]:
+    """Causal SDPA forward and backward for each (batch, heads, seq_length, head_dim)."""
+    samples = []
+    for dtype in dtypes:
+        for batch, heads, seq, head_dim in shapes:
+            q, k, v = (
+                torch.randn(
+                    batch, heads, seq, head_dim, device=device, dtype=TORCH_DTYPES[dtype]
+                ).requires_grad_()
+                for _ in range(3)
+            )
+
+            def forward(q=q, k=k, v=v) -> torch.Tensor:
+                return functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+            with torch.no_grad():
+                fwd = measure(forward, policy, _sync(device))
+            out = forward()
+            grad = torch.randn_like(out)
+            bwd = measure(
+                lambda out=out, grad=grad, q=q, k=k, v=v: torch.autograd.grad(
+                    out, (q, k, v), grad, retain_graph=True
+                ),
+                policy,
+                _sync(device),
+            )
+            shape = {"batch": batch, "heads": heads, "seq_length": seq, "head_dim": head_dim}
+            for direction, timed in (("forward", fwd), ("backward", bwd)):
+                samples.append(
+                    AttentionSample(
+                        **shape, causal=True, direction=direction, dtype=dtype, **timed.as_fields()
+                    )
+                )
+    return samples

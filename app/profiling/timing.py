@@ -1,0 +1,88 @@
+"""Repeated timing: warm-up, then enough runs for a stable median, reported with its spread.
+
+Short operations are batched (``inner`` calls per timed run) so that a run lasts at least
+``min_run_s``: timer resolution and, on GPUs, launch and synchronization overhead would otherwise
+dominate. Every run ends with ``sync`` (``torch.cuda.synchronize`` on GPUs) so asynchronous work
+is inside the measurement.
+"""
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    warmup: int = 2
+    min_repeats: int = 5
+    max_repeats: int = 30
+    min_total_s: float = 0.05  # keep repeating (up to max_repeats) until this much was timed
+    min_run_s: float = 2e-4
+
+
+QUICK = TimingPolicy(warmup=1, min_repeats=5, max_repeats=7, min_total_s=0.0, min_run_s=1e-4)
+DEFAULT = TimingPolicy()
+FULL = TimingPolicy(warmup=3, min_repeats=10, max_repeats=50, min_total_s=0.2, min_run_s=1e-3)
+
+
+@dataclass(frozen=True)
+class Timed:
+    median_s: float
+    low_s: float
+    high_s: float
+    repeats: int
+
+    def as_fields(self) -> dict[str, float | int]:
+        return {
+            "median_s": self.median_s,
+            "low_s": self.low_s,
+            "high_s": self.high_s,
+            "repeats": self.repeats,
+        }
+
+
+def _noop() -> None:
+    return None
+
+
+def summarize(durations: list[float]) -> Timed:
+    values = np.asarray(durations, dtype=float)
+    median = float(np.median(values))
+    return Timed(
+        median_s=median,
+        low_s=min(median, float(np.percentile(values, 10))),
+        high_s=max(median, float(np.percentile(values, 90))),
+        repeats=len(durations),
+    )
+
+
+def measure(
+    operation: Callable[[], object],
+    policy: TimingPolicy = DEFAULT,
+    sync: Callable[[], object] = _noop,
+) -> Timed:
+    """Median seconds of one ``operation`` call over repeated, synchronized runs."""
+    for _ in range(policy.warmup):
+        operation()
+    sync()
+    start = time.perf_counter()
+    operation()
+    sync()
+    first = time.perf_counter() - start
+    inner = max(1, min(1000, math.ceil(policy.min_run_s / max(first, 1e-9))))
+    durations: list[float] = []
+    total = 0.0
+    while len(durations) < policy.min_repeats or (
+        total < policy.min_total_s and len(durations) < policy.max_repeats
+    ):
+        start = time.perf_counter()
+        for _ in range(inner):
+            operation()
+        sync()
+        elapsed = time.perf_counter() - start
+        durations.append(elapsed / inner)
+        total += elapsed
+    return summarize(durations)

@@ -1,0 +1,76 @@
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from app.common.pagination import CursorQuery, LimitQuery
+from app.db import SessionDep, run_in_session
+from app.errors import error_responses
+from app.searches import service
+from app.searches.schemas import (
+    SearchCreate,
+    SearchPage,
+    SearchPlans,
+    SearchRecord,
+    SearchStatus,
+)
+
+router = APIRouter(prefix="/v1/searches", tags=["searches"])
+
+SearchIdPath = Annotated[str, Path(max_length=200, description="Search id.")]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SearchRecord,
+    responses=error_responses(400, 413, 422),
+)
+async def create_search(request: SearchCreate, session: SessionDep, response: Response) -> Any:
+    """Queue a plan search; a worker runs it. Follow it at the ``Location`` returned.
+
+    Every reason the search cannot run (a cluster too small for the model, a batch size no
+    layout divides, constraints that leave no plan, a zero budget) is a 422 naming the field.
+    """
+    record = await run_in_session(service.create_search, session, request=request)
+    response.headers["Location"] = f"{router.prefix}/{record.id}"
+    return record
+
+
+@router.get("", response_model=SearchPage, responses=error_responses(422))
+async def list_searches(
+    session: SessionDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    status_: Annotated[
+        SearchStatus | None, Query(alias="status", description="Only searches in this state.")
+    ] = None,
+) -> Any:
+    """Searches, newest first, a page at a time."""
+    return await run_in_session(
+        service.list_searches, session, status=status_, cursor=cursor, limit=limit
+    )
+
+
+@router.get("/{search_id}", response_model=SearchRecord, responses=error_responses(404))
+async def get_search(search_id: SearchIdPath, session: SessionDep) -> Any:
+    """Status and progress: trials done of the budget, plans evaluated, best so far, elapsed
+    time and ETA."""
+    return await run_in_session(service.get_search, session, search_id=search_id)
+
+
+@router.get("/{search_id}/plans", response_model=SearchPlans, responses=error_responses(404))
+async def get_search_plans(search_id: SearchIdPath, session: SessionDep) -> Any:
+    """The ranked plans with their estimates, best first (empty until the search finishes)."""
+    return await run_in_session(service.search_plans, session, search_id=search_id)
+
+
+@router.post(
+    "/{search_id}/cancel",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SearchRecord,
+    responses=error_responses(404, 409),
+)
+async def cancel_search(search_id: SearchIdPath, session: SessionDep) -> Any:
+    """Cancel: a queued search at once; a running one at its worker's next heartbeat, keeping
+    the plans found so far. 409 when it already succeeded or failed."""
+    return await run_in_session(service.cancel_search, session, search_id=search_id)

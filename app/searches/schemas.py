@@ -1,0 +1,137 @@
+import copy
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
+
+from app.common.pagination import PageMeta
+from app.common.references import SpecReferences
+from app.plans.schemas import PlanRecord
+from search.request import Constraint, Objective, Sampler, SearchRequest
+
+SearchStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+FINISHED: tuple[str, ...] = ("succeeded", "failed", "cancelled")
+
+
+def _as_in_search_request(name: str) -> Any:
+    """The field exactly as ``SearchRequest`` declares it (default, bounds, description)."""
+    field: FieldInfo = SearchRequest.model_fields[name]
+    return copy.deepcopy(field)
+
+
+class SearchCreate(SpecReferences):
+    """A ``SearchRequest`` whose model, training and cluster may also be stored ones or presets
+    (as in ``POST /v1/estimate``), plus a label and a queue priority."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200, description="Label.")
+    priority: int = Field(
+        default=0, ge=-1000, le=1000, description="Higher runs first; equal: oldest first."
+    )
+    objective: Objective = _as_in_search_request("objective")
+    sampler: Sampler = _as_in_search_request("sampler")
+    trials: int | None = _as_in_search_request("trials")
+    timeout_s: float | None = _as_in_search_request("timeout_s")
+    seed: int | None = _as_in_search_request("seed")
+    top_k: int = _as_in_search_request("top_k")
+    constraints: dict[str, Constraint] = _as_in_search_request("constraints")
+    max_memory_fraction: float = _as_in_search_request("max_memory_fraction")
+    global_batch_sizes: list[int] | None = _as_in_search_request("global_batch_sizes")
+    groups: list[str] | None = _as_in_search_request("groups")
+    warm_start: bool = _as_in_search_request("warm_start")
+
+
+# The SearchRequest fields SearchCreate passes through unchanged (the rest are the specs).
+SEARCH_FIELDS: tuple[str, ...] = tuple(
+    name for name in SearchRequest.model_fields if name not in ("model", "training", "cluster")
+)
+
+
+class BestSoFar(BaseModel):
+    value: float = Field(description="Objective value (a Pareto search: its first objective).")
+    metric: str = Field(description="The estimate field it is, e.g. tokens_per_s.")
+    plan_id: str | None = Field(
+        default=None, description="GET /v1/plans/{plan_id}; known once the ranking is stored."
+    )
+
+
+class SearchProgress(BaseModel):
+    trials_done: int = Field(
+        description="Finished trials of the study (all workers together); when the space is "
+        "enumerated instead, plans priced so far."
+    )
+    trials_budget: int | None = Field(
+        default=None, description="What trials_done runs up to; null when only time is budgeted."
+    )
+    evaluated: int | None = Field(
+        default=None, description="Distinct plans priced; known when the search has finished."
+    )
+    feasible: int | None = Field(
+        default=None, description="Of those, plans that fit in memory; known when finished."
+    )
+    best: BestSoFar | None = None
+    elapsed_s: float | None = Field(default=None, description="Since a worker first started it.")
+    eta_s: float | None = Field(
+        default=None, description="Estimated seconds left at the current pace (or time budget)."
+    )
+
+
+class SearchOutcome(BaseModel):
+    """How the run that produced the stored ranking went (``search.SearchResult``'s summary)."""
+
+    sampler: str = Field(description="The sampler that ran ('auto' resolved).")
+    status: Literal["completed", "stopped", "timeout"]
+    objective_names: list[str]
+    directions: list[Literal["maximize", "minimize"]]
+    space_size: int | None = None
+    trials: int | None = None
+    single_type_best_plan_id: str | None = Field(
+        default=None, description="Heterogeneous searches: the best plan on one GPU type."
+    )
+    gain_over_single_type: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class SearchRecord(BaseModel):
+    id: str
+    name: str | None
+    status: SearchStatus
+    objective: str
+    sampler: str
+    priority: int
+    cancel_requested: bool
+    progress: SearchProgress
+    outcome: SearchOutcome | None = Field(default=None, description="Set when it has finished.")
+    error: str | None = Field(default=None, description="Why it failed.")
+    study_name: str | None = Field(
+        default=None,
+        description="Optuna study in the service's database (optuna-dashboard); none is made "
+        "when the space is small enough to enumerate.",
+    )
+    worker: str | None = Field(default=None, description="Worker holding the lease.")
+    lease_expires_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    attempts: int = Field(
+        description="Workers that took it and did not hand it back (more than 1: resumed "
+        "after a worker died); a search is failed when the third one dies."
+    )
+    model_id: str | None = Field(default=None, description="Stored model it was given as.")
+    cluster_id: str | None = Field(default=None, description="Stored cluster it was given as.")
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    request: dict[str, Any] = Field(description="The full SearchRequest, specs resolved.")
+
+
+class SearchPage(PageMeta):
+    items: list[SearchRecord]
+
+
+class SearchPlans(BaseModel):
+    search_id: str
+    status: SearchStatus
+    objective: str
+    objective_names: list[str] | None = Field(
+        default=None, description="What each plan's objective_values are; set once finished."
+    )
+    items: list[PlanRecord] = Field(description="The ranked plans, best first.")

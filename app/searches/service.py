@@ -1,0 +1,214 @@
+"""Submitting, reading and cancelling searches. Running them is the workers' job."""
+
+import re
+from datetime import datetime
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from app.common.ids import looks_like_id, new_id
+from app.common.pagination import decode_cursor, encode_cursor
+from app.common.references import ResolvedSpecs, SpecReferences, resolve_specs
+from app.common.text import require_storable
+from app.db import begin_write
+from app.errors import (
+    ConflictError,
+    ErrorDetail,
+    InvalidInputError,
+    NotFoundError,
+    summarize,
+    validation_details,
+)
+from app.orm import SearchRow, utcnow
+from app.plans import repository as plans
+from app.plans.schemas import PlanRecord
+from app.searches import repository
+from app.searches.progress import StoredProgress, primary_metric
+from app.searches.schemas import (
+    FINISHED,
+    SEARCH_FIELDS,
+    BestSoFar,
+    SearchCreate,
+    SearchPage,
+    SearchPlans,
+    SearchProgress,
+    SearchRecord,
+)
+from search import SearchRequest
+
+
+def create_search(session: Session, *, request: SearchCreate) -> SearchRecord:
+    """Validate the request into a ``SearchRequest`` (every reason it cannot run is a 422) and
+    queue it; a worker picks it up."""
+    begin_write(session)
+    require_storable(request.model_dump(exclude_none=True))
+    specs = resolve_specs(session, references=request)
+    search_request = _search_request(request, specs)
+    search_id = new_id()
+    row = SearchRow(
+        id=search_id,
+        name=request.name,
+        status="queued",
+        objective=search_request.objective,
+        sampler=search_request.sampler,
+        request=search_request.model_dump(mode="json"),
+        model_id=specs.model_row_id,
+        cluster_id=specs.cluster_row_id,
+        priority=request.priority,
+        n_trials=search_request.trials,
+        timeout_s=search_request.timeout_s,
+        optuna_study_name=repository.study_name_for(search_id),
+    )
+    repository.add(session, row)
+    session.commit()
+    return to_record(row, now=utcnow())
+
+
+def get_search(session: Session, *, search_id: str) -> SearchRecord:
+    return to_record(_get_row(session, search_id), now=utcnow())
+
+
+def list_searches(
+    session: Session, *, status: str | None, cursor: str | None, limit: int
+) -> SearchPage:
+    rows, last_id = repository.list_page(
+        session, status=status, before=decode_cursor(cursor), limit=limit
+    )
+    now = utcnow()
+    return SearchPage(
+        items=[to_record(row, now=now) for row in rows],
+        next_cursor=encode_cursor(last_id) if last_id is not None else None,
+    )
+
+
+def cancel_search(session: Session, *, search_id: str) -> SearchRecord:
+    """Queued: cancelled at once. Running: flagged, and its worker stops at the next heartbeat,
+    keeping the plans found so far. Cancelling a cancelled search again is a no-op; a search
+    that succeeded or failed cannot be cancelled (409)."""
+    if not looks_like_id(search_id):
+        raise _not_found(search_id)
+    begin_write(session)
+    if repository.cancel_queued(session, search_id=search_id, now=utcnow()) or (
+        repository.request_cancel(session, search_id=search_id)
+    ):
+        session.commit()
+        return to_record(_get_row(session, search_id), now=utcnow())
+    row = _get_row(session, search_id)
+    if row.status != "cancelled":
+        raise ConflictError(f"search '{row.id}' has already {row.status}; nothing to cancel")
+    return to_record(row, now=utcnow())
+
+
+def search_plans(session: Session, *, search_id: str) -> SearchPlans:
+    row = _get_row(session, search_id)
+    stored = StoredProgress.model_validate(row.progress or {})
+    return SearchPlans(
+        search_id=row.id,
+        status=row.status,  # type: ignore[arg-type]
+        objective=row.objective,
+        objective_names=stored.outcome.objective_names if stored.outcome else None,
+        items=[PlanRecord.model_validate(plan) for plan in plans.ranked(session, search_id=row.id)],
+    )
+
+
+def to_record(row: SearchRow, *, now: datetime) -> SearchRecord:
+    stored = StoredProgress.model_validate(row.progress or {})
+    best = None
+    if row.best_value is not None:
+        metric = primary_metric(row.objective).key
+        best = BestSoFar(value=row.best_value, metric=metric, plan_id=stored.best_plan_id)
+    elapsed_s = None
+    if row.started_at is not None:
+        elapsed_s = ((row.finished_at or now) - row.started_at).total_seconds()
+    eta_s = None
+    if row.status in FINISHED:
+        eta_s = 0.0
+    elif row.status == "running" and stored.eta_s is not None and row.heartbeat_at is not None:
+        eta_s = max(0.0, stored.eta_s - (now - row.heartbeat_at).total_seconds())
+    return SearchRecord(
+        id=row.id,
+        name=row.name,
+        status=row.status,  # type: ignore[arg-type]
+        objective=row.objective,
+        sampler=row.sampler,
+        priority=row.priority,
+        cancel_requested=row.cancel_requested,
+        progress=SearchProgress(
+            trials_done=row.trials_done,
+            trials_budget=stored.trials_budget,
+            evaluated=stored.evaluated,
+            feasible=stored.feasible,
+            best=best,
+            elapsed_s=elapsed_s,
+            eta_s=eta_s,
+        ),
+        outcome=stored.outcome,
+        error=row.error,
+        study_name=row.optuna_study_name,
+        worker=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        heartbeat_at=row.heartbeat_at,
+        attempts=row.attempts,
+        model_id=row.model_id,
+        cluster_id=row.cluster_id,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        request=row.request,
+    )
+
+
+def _get_row(session: Session, search_id: str) -> SearchRow:
+    row = repository.get(session, search_id=search_id)
+    if row is None:
+        raise _not_found(search_id)
+    return row
+
+
+def _not_found(search_id: str) -> NotFoundError:
+    return NotFoundError(f"no search with id '{search_id}'")
+
+
+# Validation ------------------------------------------------------------------------------------
+def _search_request(request: SearchCreate, specs: ResolvedSpecs) -> SearchRequest:
+    """The worker's input. Everything that makes a search impossible (a cluster too small for the
+    model, a batch no layout divides, an empty space, a zero budget) is refused here, naming the
+    field of the request to change."""
+    try:
+        return SearchRequest(
+            model=specs.model,
+            training=specs.training,
+            cluster=specs.cluster,
+            **request.model_dump(include=set(SEARCH_FIELDS)),
+        )
+    except ValidationError as exc:
+        details = validation_details(exc.errors(include_url=False))
+    except ValueError as exc:  # SpaceError and friends raised outside a pydantic validator
+        details = [ErrorDetail(field=None, reason=str(exc))]
+    details = [_blame(detail, request) for detail in details]
+    raise InvalidInputError(summarize(details), details=details) from None
+
+
+# SearchRequest's checks start their message with the field they blame: "cluster: ...",
+# "constraints.dp: ...", "training.global_batch_size: ...".
+_LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]\w*|\[[^\]]*\])*): (.+)$", re.S)
+
+
+def _blame(detail: ErrorDetail, request: SpecReferences) -> ErrorDetail:
+    field, reason = detail.field, detail.reason
+    match = _LEADING_FIELD.match(reason)
+    if match is not None and (field is None or _within(match.group(1), field)):
+        field, reason = match.group(1), match.group(2)
+    if field is None:
+        return ErrorDetail(field=None, reason=reason)
+    # The model and cluster may have come by id or preset: blame the field the client used.
+    root = re.split(r"[.\[]", field, maxsplit=1)[0]
+    given = {"model": request.model_field(), "cluster": request.cluster_field()}.get(root)
+    if given is not None and given != root:
+        reason = reason if field == root else f"{field}: {reason}"
+        field = given
+    return ErrorDetail(field=field, reason=reason)
+
+
+def _within(path: str, field: str) -> bool:
+    return path == field or path.startswith((f"{field}.", f"{field}["))

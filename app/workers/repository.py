@@ -1,0 +1,214 @@
+"""The workers' side of the ``searches`` table: claim, renew, release and finish, each one
+conditional statement so two workers can never both own a search.
+
+Lease times come from the workers' clocks (timezone-aware UTC). Keep them NTP-synced; a lease
+(a minute by default) is far longer than ordinary clock skew.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, exists, func, literal, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.db import begin_write
+from app.orm import SearchRow, UTCDateTime, utcnow
+
+# A search whose worker died this many times is failed rather than handed to the next worker
+# (a request that kills its worker, e.g. out of memory, would otherwise loop forever).
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    owned: bool  # False: the lease went to another worker (or the search ended)
+    cancel_requested: bool
+
+
+def _claimable(now: datetime) -> Any:
+    expired = and_(
+        SearchRow.status == "running",
+        SearchRow.lease_expires_at < now,
+        SearchRow.attempts < MAX_ATTEMPTS,
+    )
+    return or_(SearchRow.status == "queued", expired)
+
+
+def _abandoned(now: datetime) -> Any:
+    return and_(
+        SearchRow.status == "running",
+        SearchRow.lease_expires_at < now,
+        SearchRow.attempts >= MAX_ATTEMPTS,
+    )
+
+
+def claim_next(
+    session: Session, *, worker_id: str, lease_s: float, now: datetime | None = None
+) -> SearchRow | None:
+    """Take the next search: queued ones by priority then age, or a running one whose lease
+    expired (its worker died: the study resumes). Commits; None when there is nothing to do."""
+    now = now or utcnow()
+    # A read first, so idle workers polling the queue never take the write lock.
+    found = session.scalar(select(exists().where(or_(_claimable(now), _abandoned(now)))))
+    session.commit()  # end the read (commit, unlike rollback, leaves the caller's rows loaded)
+    if not found:
+        return None
+    begin_write(session)
+    _fail_abandoned(session, now)
+    pick = (
+        select(SearchRow.id)
+        .where(_claimable(now))
+        .order_by(SearchRow.priority.desc(), SearchRow.created_at, SearchRow.id)
+        .limit(1)
+    )
+    claim = update(SearchRow).values(
+        status="running",
+        lease_owner=worker_id,
+        lease_expires_at=now + timedelta(seconds=lease_s),
+        heartbeat_at=now,
+        attempts=SearchRow.attempts + 1,
+        started_at=func.coalesce(SearchRow.started_at, literal(now, UTCDateTime())),
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        # Concurrent workers skip each other's locked candidates instead of queueing on them.
+        search_id = session.scalars(pick.with_for_update(skip_locked=True)).first()
+        if search_id is not None:
+            session.execute(
+                claim.where(SearchRow.id == search_id).execution_options(synchronize_session=False)
+            )
+    else:
+        # SQLite has one writer at a time: a single UPDATE that re-checks the condition is the
+        # whole claim, and RETURNING says which row (if any) it took.
+        search_id = session.scalars(
+            claim.where(SearchRow.id == pick.scalar_subquery(), _claimable(now))
+            .returning(SearchRow.id)
+            .execution_options(synchronize_session=False)
+        ).first()
+    session.commit()
+    if search_id is None:
+        return None
+    row = session.get(SearchRow, search_id, populate_existing=True)
+    session.commit()  # end the read, so the caller's next transaction starts afresh
+    return row
+
+
+def _fail_abandoned(session: Session, now: datetime) -> None:
+    session.execute(
+        update(SearchRow)
+        .where(_abandoned(now))
+        .values(
+            status="failed",
+            error=f"its worker stopped renewing the lease {MAX_ATTEMPTS} times (crashed or "
+            "killed, e.g. out of memory); not retried",
+            finished_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _owned(search_id: str, worker_id: str) -> Any:
+    return and_(
+        SearchRow.id == search_id,
+        SearchRow.lease_owner == worker_id,
+        SearchRow.status == "running",
+    )
+
+
+def renew_lease(
+    session: Session,
+    *,
+    search_id: str,
+    worker_id: str,
+    lease_s: float,
+    trials_done: int,
+    best_value: float | None,
+    progress: dict[str, Any],
+    now: datetime | None = None,
+) -> LeaseState:
+    """The heartbeat: extend the lease, record progress, and read the cancel flag. Commits."""
+    now = now or utcnow()
+    begin_write(session)
+    cancel = session.scalars(
+        update(SearchRow)
+        .where(_owned(search_id, worker_id))
+        .values(
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            heartbeat_at=now,
+            trials_done=trials_done,
+            best_value=best_value,
+            progress=progress,
+        )
+        .returning(SearchRow.cancel_requested)
+        .execution_options(synchronize_session=False)
+    ).first()
+    session.commit()
+    return LeaseState(owned=cancel is not None, cancel_requested=bool(cancel))
+
+
+def release(session: Session, *, search_id: str, worker_id: str) -> bool:
+    """Give the search back to the queue (a worker shutting down): the next worker resumes its
+    study at once instead of waiting for the lease to expire. Commits."""
+    begin_write(session)
+    result = session.execute(
+        update(SearchRow)
+        .where(_owned(search_id, worker_id))
+        # Not a failed attempt: it does not count towards MAX_ATTEMPTS.
+        .values(
+            status="queued",
+            lease_owner=None,
+            lease_expires_at=None,
+            attempts=SearchRow.attempts - 1,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def finish(
+    session: Session,
+    *,
+    search_id: str,
+    worker_id: str,
+    status: str,
+    trials_done: int | None = None,
+    best_value: float | None = None,
+    error: str | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """End the search if this worker still owns it; False (nothing changed) otherwise. Does not
+    commit: the caller stores the plans in the same transaction. On PostgreSQL the row stays
+    locked until then, so a second finisher waits and then finds it finished."""
+    now = now or utcnow()
+    begin_write(session)
+    values: dict[str, Any] = {
+        "status": status,
+        "finished_at": now,
+        "heartbeat_at": now,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "error": error,
+    }
+    if trials_done is not None:
+        values["trials_done"] = trials_done
+    if status != "failed":  # a failed search keeps the best value seen while it ran
+        values["best_value"] = best_value
+    result = session.execute(
+        update(SearchRow)
+        .where(_owned(search_id, worker_id))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def set_progress(session: Session, *, search_id: str, progress: dict[str, Any]) -> None:
+    session.execute(
+        update(SearchRow)
+        .where(SearchRow.id == search_id)
+        .values(progress=progress)
+        .execution_options(synchronize_session=False)
+    )

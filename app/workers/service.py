@@ -1,0 +1,276 @@
+"""``SearchWorker``: claim a search, run it under a lease, store its ranking, repeat."""
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import optuna
+from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.orm import SearchRow
+from app.plans import repository as plans
+from app.searches.progress import StoredProgress, primary_metric
+from app.searches.schemas import SearchOutcome
+from app.workers import repository
+from app.workers.lease import LeaseKeeper
+from app.workers.progress import ProgressTracker
+from search import SearchRequest, SearchResult, run_search
+from search.runner import DEFAULT_TRIALS
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    lease_s: float = 60.0
+    """How long a claim lasts without a heartbeat; a dead worker's search waits this long."""
+    poll_s: float = 1.0
+    """Pause between looks at an empty queue."""
+    heartbeat_s: float | None = None
+    """Between lease renewals (and progress writes, and cancel checks); default lease_s / 4,
+    at most 5 s."""
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return self.heartbeat_s if self.heartbeat_s is not None else min(self.lease_s / 4, 5.0)
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+# Workers starting together on a fresh database race to create Optuna's tables (its storage
+# checks, then creates: "table studies already exists"); the loser retries and finds them.
+STORAGE_SETUP_ATTEMPTS = 5
+STORAGE_SETUP_RETRY_S = 0.2
+
+
+def prepare_optuna_storage(storage_url: str | None) -> None:
+    """Create Optuna's storage tables in the database if they are missing, tolerating a race
+    with other workers. Done before a worker claims anything, so a race can never fail a
+    search."""
+    if storage_url is None:
+        return
+    for attempt in range(STORAGE_SETUP_ATTEMPTS):
+        try:
+            storage = optuna.storages.RDBStorage(storage_url)
+        except SQLAlchemyError:
+            if attempt == STORAGE_SETUP_ATTEMPTS - 1:
+                raise
+            time.sleep(STORAGE_SETUP_RETRY_S * (attempt + 1))
+        else:
+            storage.engine.dispose()
+            return
+
+
+def optuna_storage_url(database_url: str) -> str | None:
+    """Optuna's RDB storage lives in the service's own database (its tables next to ours), so a
+    study is shared by every worker of that database and survives them. An in-memory SQLite
+    database cannot be shared between connections: its studies stay in memory (not resumable)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+        return None
+    return url.render_as_string(hide_password=False)
+
+
+class SearchWorker:
+    def __init__(
+        self,
+        *,
+        session_factory: sessionmaker[Session],
+        database_url: str,
+        options: WorkerOptions | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.session_factory = session_factory
+        self.storage_url = optuna_storage_url(database_url)
+        self.options = options or WorkerOptions()
+        self.worker_id = worker_id or new_worker_id()
+        self._stopping = threading.Event()
+        self._storage_ready = False
+
+    def stop(self) -> None:
+        """Finish soon: the current search stops at its next batch and goes back to the queue."""
+        self._stopping.set()
+
+    def run_forever(self) -> None:
+        logger.info("worker %s polling for searches", self.worker_id)
+        while not self._stopping.is_set():
+            try:
+                worked = self.run_once()
+            except Exception:  # the database is away, ...: log, wait, try again
+                logger.exception("worker %s: claiming a search failed", self.worker_id)
+                worked = None
+            if worked is None:
+                self._stopping.wait(self.options.poll_s)
+        logger.info("worker %s stopped", self.worker_id)
+
+    def run_once(self) -> str | None:
+        """Claim one search and run it to the end; its id, or None when the queue was empty."""
+        if not self._storage_ready:
+            prepare_optuna_storage(self.storage_url)
+            self._storage_ready = True
+        with self.session_factory() as session:
+            row = repository.claim_next(
+                session, worker_id=self.worker_id, lease_s=self.options.lease_s
+            )
+        if row is None:
+            return None
+        logger.info(
+            "worker %s claimed search %s (attempt %d)", self.worker_id, row.id, row.attempts
+        )
+        self._run(row)
+        return row.id
+
+    # One search ----------------------------------------------------------------------------
+    def _run(self, row: SearchRow) -> None:
+        try:
+            request = SearchRequest.model_validate(row.request)
+        except ValidationError as exc:
+            self._fail(row, f"the stored request is no longer valid: {exc}")
+            return
+        tracker = ProgressTracker(
+            metric=primary_metric(row.objective),
+            trials_done=row.trials_done,
+            best_value=row.best_value,
+            timeout_s=request.timeout_s,
+        )
+        keeper = LeaseKeeper(
+            session_factory=self.session_factory,
+            search_id=row.id,
+            worker_id=self.worker_id,
+            lease_s=self.options.lease_s,
+            interval_s=self.options.heartbeat_interval_s,
+            tracker=tracker,
+        )
+        try:
+            with keeper:
+                result = run_search(
+                    request,
+                    storage=self.storage_url,
+                    study_name=row.optuna_study_name,
+                    progress=tracker,
+                    should_stop=lambda: self._stopping.is_set() or keeper.should_stop(),
+                )
+        except Exception as exc:
+            if _database_outage(exc):
+                # The database (and with it the study's storage) went away: not the search's
+                # fault. Its finished trials are safe in the study; the next claim resumes it.
+                logger.warning("search %s: database error, back to the queue: %s", row.id, exc)
+                self._release(row)
+                return
+            logger.exception("search %s failed", row.id)
+            self._fail(row, f"{type(exc).__name__}: {exc}")
+            return
+        if keeper.lost.is_set():
+            return  # the new owner finishes the study and writes the ranking
+        if result.status == "stopped" and not keeper.cancel_requested.is_set():
+            self._release(row)  # shutting down: resumable at once by the next worker
+            return
+        cancelled = result.status == "stopped"
+        self._finish(
+            row,
+            result,
+            budget=tracker.snapshot().trials_budget or _trial_budget(request, result),
+            status="cancelled" if cancelled else "succeeded",
+        )
+
+    def _finish(
+        self, row: SearchRow, result: SearchResult, *, budget: int | None, status: str
+    ) -> None:
+        ranked = result.plans
+        unranked = [result.single_type_best] if result.single_type_best is not None else []
+        trials_done = result.trials if result.trials is not None else result.evaluated
+        with self.session_factory() as session:
+            if not repository.finish(
+                session,
+                search_id=row.id,
+                worker_id=self.worker_id,
+                status=status,
+                trials_done=trials_done,
+                best_value=ranked[0].objective_values[0] if ranked else None,
+            ):
+                session.rollback()
+                logger.warning("search %s: lease lost before the ranking was stored", row.id)
+                return
+            rows = plans.store_ranking(
+                session, search_id=row.id, ranked_plans=ranked, unranked_plans=unranked
+            )
+            outcome = SearchOutcome(
+                sampler=result.sampler,
+                status=result.status,
+                objective_names=result.objective_names,
+                directions=result.directions,
+                space_size=result.space_size,
+                trials=result.trials,
+                single_type_best_plan_id=(
+                    rows[result.single_type_best.plan_hash].id
+                    if result.single_type_best is not None
+                    else None
+                ),
+                gain_over_single_type=result.gain_over_single_type,
+                notes=result.notes,
+            )
+            progress = StoredProgress(
+                trials_budget=budget,
+                eta_s=0.0,
+                evaluated=result.evaluated,
+                feasible=result.feasible,
+                best_plan_id=rows[ranked[0].plan_hash].id if ranked else None,
+                outcome=outcome,
+            )
+            repository.set_progress(
+                session, search_id=row.id, progress=progress.model_dump(mode="json")
+            )
+            session.commit()
+        logger.info(
+            "search %s %s: %d plans ranked, %d evaluated",
+            row.id,
+            status,
+            len(ranked),
+            result.evaluated,
+        )
+
+    def _fail(self, row: SearchRow, error: str) -> None:
+        with self.session_factory() as session:
+            if repository.finish(
+                session, search_id=row.id, worker_id=self.worker_id, status="failed", error=error
+            ):
+                session.commit()
+            else:
+                session.rollback()
+
+    def _release(self, row: SearchRow) -> None:
+        try:
+            with self.session_factory() as session:
+                if repository.release(session, search_id=row.id, worker_id=self.worker_id):
+                    logger.info("search %s handed back to the queue", row.id)
+        except OperationalError:
+            pass  # still away: the lease expires and the search is claimed again then
+
+
+def _trial_budget(request: SearchRequest, result: SearchResult) -> int | None:
+    """What trials_done runs up to, when the run reported no progress (stopped at once)."""
+    if result.sampler == "exhaustive":
+        return result.space_size
+    if request.trials is None and request.timeout_s is None:
+        return DEFAULT_TRIALS
+    return request.trials
+
+
+def _database_outage(exc: BaseException) -> bool:
+    """A lost or refused connection, raised by SQLAlchemy directly or through Optuna's storage
+    (``StorageInternalError`` from an ``OperationalError``)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OperationalError | InterfaceError):
+            return True
+        seen = seen.__cause__
+    return False

@@ -1,0 +1,327 @@
+"""What a search is asked to do: the specs, the objective, the sampler, the budget, the constraints.
+
+``SearchRequest`` is the one input of ``run_search`` and is shared unchanged by the CLI, the REST
+API and the workers (stored as JSON in the ``searches`` table). Specs may be given as built specs,
+mappings, preset names or files (``costmodel.catalog.load_spec`` resolves them), so a request
+such as ``{"model": "gpt3-175b", "training": "gpt3-2k", "cluster": "dgx-h100-128n"}`` is valid.
+
+Validation happens at construction and names the field: an unknown constraint dimension, a zero
+budget, a cluster that cannot hold the model, a batch that no data-parallel layout divides. A
+request that validates always has at least one valid plan to search.
+"""
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from costmodel.catalog import load_spec
+from costmodel.context import ModelContext
+from costmodel.flops import total_params
+from costmodel.hardware import peak_tflops, resolve_gpu
+from costmodel.params import DEFAULT_PARAMS
+from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
+from search.space import check_space
+
+Objective = Literal["throughput", "cost", "time_to_train", "pareto"]
+Sampler = Literal["auto", "exhaustive", "tpe", "nsga2", "random"]
+OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time_to_train", "pareto")
+SAMPLERS: tuple[str, ...] = ("auto", "exhaustive", "tpe", "nsga2", "random")
+
+# The searchable dimensions and the type of their values. ``num_gpus`` (dp*tp*pp*cp) lets a user
+# bound how much of the cluster a plan may use; the others are Plan fields.
+INT_DIMS = ("dp", "tp", "pp", "cp", "ep", "vpp", "micro_batch_size", "zero_stage", "num_gpus")
+BOOL_DIMS = ("sequence_parallel", "offload_optimizer")
+RECOMPUTE_MODES = ("none", "selective", "full")
+DIMS: tuple[str, ...] = (*INT_DIMS, "recompute", *BOOL_DIMS)
+
+ConstraintValue = int | str | bool
+
+
+class Range(BaseModel):
+    """Inclusive bounds of an integer dimension; either end may be open."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min: int | None = None
+    max: int | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Range":
+        if self.min is None and self.max is None:
+            raise ValueError("a range needs 'min', 'max' or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"range min ({self.min}) exceeds max ({self.max})")
+        return self
+
+
+# A constraint fixes one value, lists the allowed values, or bounds an integer dimension.
+Constraint = Range | list[ConstraintValue] | ConstraintValue
+
+
+class DimFilter:
+    """A normalized constraint: which values of one dimension are allowed."""
+
+    def __init__(self, dim: str, constraint: Constraint) -> None:
+        self.dim = dim
+        self.range = constraint if isinstance(constraint, Range) else None
+        if self.range is None:
+            values = constraint if isinstance(constraint, list) else [constraint]
+            self.values: frozenset[Any] | None = frozenset(values)
+        else:
+            self.values = None
+
+    def allows(self, value: Any) -> bool:
+        if self.values is not None:
+            return value in self.values
+        assert self.range is not None
+        low, high = self.range.min, self.range.max
+        return (low is None or value >= low) and (high is None or value <= high)
+
+    def keep(self, candidates: list[Any]) -> list[Any]:
+        return [value for value in candidates if self.allows(value)]
+
+
+def _resolve(kind: str) -> BeforeValidator:
+    """Accept a preset name or file path for a spec field, as every other entry point does."""
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str):
+            return load_spec(kind, value)  # SpecError is a ValueError: pydantic names the field
+        return value
+
+    return BeforeValidator(resolve)
+
+
+def _check_constraint(dim: str, constraint: Constraint) -> None:
+    values = constraint.model_dump().values() if isinstance(constraint, Range) else None
+    if isinstance(constraint, Range):
+        if dim not in INT_DIMS:
+            raise ValueError(f"constraints.{dim}: a range applies to integer dimensions only")
+        values = [v for v in values or [] if v is not None]
+    elif isinstance(constraint, list):
+        if not constraint:
+            raise ValueError(f"constraints.{dim}: the list of allowed values is empty")
+        values = constraint
+    else:
+        values = [constraint]
+    for value in values:
+        if dim in INT_DIMS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"constraints.{dim}: expected integers, got {value!r}")
+        if dim in BOOL_DIMS and not isinstance(value, bool):
+            raise ValueError(f"constraints.{dim}: expected true or false, got {value!r}")
+        if dim == "recompute" and value not in RECOMPUTE_MODES:
+            raise ValueError(
+                f"constraints.recompute: unknown mode {value!r}; choices: "
+                + ", ".join(RECOMPUTE_MODES)
+            )
+        if dim in INT_DIMS and value < (0 if dim == "zero_stage" else 1):
+            raise ValueError(f"constraints.{dim}: {value} is below the smallest valid value")
+
+
+class SearchRequest(BaseModel):
+    """One plan search. See the module docstring for what validation guarantees."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Annotated[ModelSpec, _resolve("model")]
+    training: Annotated[TrainingSpec, _resolve("training")]
+    cluster: Annotated[ClusterSpec, _resolve("cluster")]
+    objective: Objective = Field(
+        default="throughput",
+        description=(
+            "throughput: max tokens/s; cost: min $ per million tokens; time_to_train: min time "
+            "for training.train_tokens; pareto: throughput vs cost, the front is returned."
+        ),
+    )
+    sampler: Sampler = Field(
+        default="auto",
+        description=(
+            "exhaustive enumerates every valid plan (homogeneous plans on one node group); "
+            "auto enumerates small spaces and runs a seeded Optuna study otherwise."
+        ),
+    )
+    trials: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="Optuna trial budget (whole study)."
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, le=7 * 86_400, description="Wall-clock budget of this run, seconds."
+    )
+    seed: int | None = Field(
+        default=None, ge=0, le=2**32 - 1, description="Sampler seed: same seed, same result."
+    )
+    top_k: int = Field(default=10, ge=1, le=1000, description="Ranked plans to return.")
+    constraints: dict[str, Constraint] = Field(
+        default_factory=dict,
+        description=(
+            "Per dimension: a fixed value, a list of allowed values or {min, max}. Dimensions: "
+            + ", ".join(DIMS)
+        ),
+    )
+    max_memory_fraction: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="A plan may use at most this fraction of each GPU's memory (headroom).",
+    )
+    global_batch_sizes: list[int] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="Global batch sizes (sequences) to search over; default: training's.",
+    )
+    groups: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Node groups a plan may use; default: every group of the cluster.",
+    )
+    warm_start: bool = Field(
+        default=True, description="Enqueue heuristic plans (Megatron-, FSDP-style) first."
+    )
+
+    @field_validator("constraints")
+    @classmethod
+    def _known_dims(cls, constraints: dict[str, Constraint]) -> dict[str, Constraint]:
+        for dim, constraint in constraints.items():
+            if dim not in DIMS:
+                raise ValueError(f"constraints.{dim}: unknown dimension; known: {', '.join(DIMS)}")
+            _check_constraint(dim, constraint)
+        return constraints
+
+    @field_validator("global_batch_sizes")
+    @classmethod
+    def _positive_batches(cls, batches: list[int] | None) -> list[int] | None:
+        if batches is None:
+            return None
+        if any(batch < 1 for batch in batches):
+            raise ValueError("every global batch size must be >= 1")
+        return sorted(set(batches))
+
+    @model_validator(mode="after")
+    def _runnable(self) -> "SearchRequest":
+        self._check_groups()
+        self._check_objective()
+        self._check_cluster_holds_model()
+        if self.sampler == "exhaustive" and len(self.search_groups) > 1:
+            raise ValueError(
+                "sampler: exhaustive enumerates homogeneous plans on one node group; this "
+                f"search spans {len(self.search_groups)} groups (pick one with 'groups', or use "
+                "auto, tpe, nsga2 or random for heterogeneous plans)"
+            )
+        check_space(self)
+        return self
+
+    # Resolved views ---------------------------------------------------------------------------
+    @property
+    def batch_sizes(self) -> list[int]:
+        return self.global_batch_sizes or [self.training.global_batch_size]
+
+    @property
+    def search_groups(self) -> list[NodeGroup]:
+        """Groups plans may use: the requested ones (default: all) that support the precision."""
+        names = self.groups or [group.name for group in self.cluster.groups]
+        return [self.cluster.group(name) for name in names if self._supports_precision(name)]
+
+    def _supports_precision(self, name: str) -> bool:
+        gpu = resolve_gpu(self.cluster.group(name).gpu)
+        return peak_tflops(gpu, self.training.precision) > 0
+
+    def filters(self) -> dict[str, DimFilter]:
+        return {dim: DimFilter(dim, value) for dim, value in self.constraints.items()}
+
+    def training_for(self, global_batch_size: int) -> TrainingSpec:
+        if global_batch_size == self.training.global_batch_size:
+            return self.training
+        return self.training.model_copy(update={"global_batch_size": global_batch_size})
+
+    def fingerprint_fields(self) -> Mapping[str, Any]:
+        """What defines the search (not its budget): a resumed study must match these."""
+        return self.model_dump(
+            mode="json", exclude={"trials", "timeout_s", "top_k", "seed", "warm_start"}
+        )
+
+    # Checks -----------------------------------------------------------------------------------
+    def _check_groups(self) -> None:
+        known = [group.name for group in self.cluster.groups]
+        for name in self.groups or []:
+            if name not in known:
+                raise ValueError(
+                    f"groups: unknown node group '{name}'; cluster has: {', '.join(known)}"
+                )
+            if not self._supports_precision(name):
+                gpu = resolve_gpu(self.cluster.group(name).gpu).name
+                raise ValueError(
+                    f"groups: group '{name}' ({gpu}) has no {self.training.precision} tensor cores"
+                )
+        if not self.search_groups:
+            gpus = sorted({resolve_gpu(group.gpu).name for group in self.cluster.groups})
+            raise ValueError(
+                f"cluster: no node group can train in {self.training.precision} "
+                f"({', '.join(gpus)} lack {self.training.precision} tensor cores)"
+            )
+
+    def _check_objective(self) -> None:
+        if self.objective == "time_to_train" and self.training.train_tokens is None:
+            raise ValueError("objective: time_to_train needs training.train_tokens")
+        if self.objective in ("cost", "pareto"):
+            for group in self.search_groups:
+                gpu = resolve_gpu(group.gpu)
+                if group.price_per_gpu_hour is None and gpu.price_per_gpu_hour is None:
+                    raise ValueError(
+                        f"objective: {self.objective} needs a price; set "
+                        f"cluster.groups[{group.name}].price_per_gpu_hour"
+                    )
+
+    def _check_cluster_holds_model(self) -> None:
+        # Lower bound on GPU memory: with ZeRO-3 and the optimizer offloaded, the GPUs together
+        # still hold one copy of the weights and of the gradients (activations come on top).
+        ctx = ModelContext.build(self.model, self.training, DEFAULT_PARAMS)
+        needed_gib = total_params(self.model) * (ctx.weight_bytes + ctx.grad_bytes) / 2**30
+        available_gib = self.max_memory_fraction * sum(
+            group.num_gpus * resolve_gpu(group.gpu).hbm_gib for group in self.search_groups
+        )
+        if needed_gib > available_gib:
+            raise ValueError(
+                f"cluster: {self.model.name} needs at least {needed_gib:,.0f} GiB of GPU memory "
+                f"for its weights and gradients alone, but the usable GPUs hold "
+                f"{available_gib:,.0f} GiB"
+            )
+
+
+def format_request_error(exc: ValidationError) -> str:
+    """One line for a rejected request, each problem once and with the field it concerns.
+
+    Checks written for search requests already start with their field (``constraints.tp: ...``);
+    other messages get their location, without pydantic's union-member names. When a union
+    field has a real complaint, the branches that merely had another type are dropped.
+    """
+    errors = exc.errors(include_url=False)
+    substantive = any(not str(error["type"]).endswith("_type") for error in errors)
+    parts = []
+    for error in errors:
+        if substantive and str(error["type"]).endswith("_type"):
+            continue
+        message = " ".join(str(error["msg"]).removeprefix("Value error, ").split())
+        location = ".".join(
+            str(part) for part in error["loc"] if not _UNION_MEMBER.match(str(part))
+        )
+        if _NAMES_FIELD.match(message) or not location:
+            parts.append(message)
+        else:
+            parts.append(f"{location}: {message}")
+    return "; ".join(dict.fromkeys(parts))
+
+
+# A message that starts with ``field.path:``; union members pydantic adds to locations (``Range``,
+# ``list[union[int,str,bool]]``, ``int``).
+_NAMES_FIELD = re.compile(r"^[a-z_][\w.\[\]]*: ")
+_UNION_MEMBER = re.compile(r"^(?:[A-Z]\w*|int|str|bool|float|[a-z-]+\[.*\])$")

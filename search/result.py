@@ -1,0 +1,73 @@
+"""What a search returns: ranked plans with their estimates, and how the search went.
+
+Pydantic models so the CLI prints them as JSON and the service stores them unchanged (the
+``plans`` table keeps ``plan``, ``plan_hash``, ``estimate`` and ``objective_values`` per row).
+"""
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costmodel.specs import Estimate, Plan
+
+Status = Literal["completed", "stopped", "timeout"]
+
+
+def plan_hash(plan: Plan, global_batch_size: int) -> str:
+    """SHA-256 of the canonical plan JSON (and its batch): one id for one plan across workers."""
+    document = {"plan": plan.model_dump(mode="json"), "global_batch_size": global_batch_size}
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class RankedPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(ge=1, description="1 = best; on a Pareto front, 1 = fastest.")
+    plan: Plan
+    estimate: Estimate
+    global_batch_size: int = Field(description="Sequences per step the plan was priced at.")
+    objective_values: list[float] = Field(description="One value per objective, study order.")
+    plan_hash: str
+    trial_number: int | None = Field(default=None, description="Optuna trial that found it.")
+
+
+class SearchResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plans: list[RankedPlan] = Field(description="Best first (pareto: spread along the front).")
+    evaluated: int = Field(
+        description=(
+            "Plans priced by the cost model in this run (exhaustive: the whole valid space; "
+            "Optuna: every option of every trial's structure, warm-start screening, layer splits)."
+        )
+    )
+    feasible: int = Field(description="Of those, plans within the memory cap.")
+    elapsed_s: float
+    sampler: str = Field(description="The sampler that ran ('auto' resolved).")
+    objective: str
+    objective_names: list[str] = Field(description="Estimate fields of the objective(s).")
+    directions: list[Literal["maximize", "minimize"]]
+    status: Status = "completed"
+    space_size: int | None = Field(
+        default=None, description="Valid homogeneous plans in the space, when counted."
+    )
+    trials: int | None = Field(default=None, description="Finished trials of the Optuna study.")
+    study_name: str | None = None
+    pareto_front: list[RankedPlan] | None = Field(
+        default=None, description="pareto objective: every non-dominated plan, fastest first."
+    )
+    single_type_best: RankedPlan | None = Field(
+        default=None, description="Heterogeneous searches: the best plan on one GPU type."
+    )
+    gain_over_single_type: float | None = Field(
+        default=None,
+        description="Best plan's objective over single_type_best's, minus 1 (0.1 = 10% better).",
+    )
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def best(self) -> RankedPlan | None:
+        return self.plans[0] if self.plans else None

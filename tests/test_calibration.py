@@ -1,0 +1,270 @@
+"""Calibration: recovers parameters from data the model itself generated; refuses bad data."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.profiling.nccl_tests import parse_nccl_tests
+from costmodel.calibration import CalibrationError, fit_calibration
+from costmodel.calibration.points import PointSet
+from costmodel.hardware import CATALOG
+from costmodel.observations import (
+    AttentionSample,
+    CollectiveSample,
+    DeviceInfo,
+    GemmSample,
+    MemorySample,
+    Profile,
+    StepObservation,
+)
+from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
+from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec, NodeGroup, Plan, TrainingSpec
+
+GPU = GpuSpec(
+    name="cpu-test",
+    bf16_tflops=0.2,
+    fp32_tflops=0.1,
+    hbm_gib=8,
+    hbm_GBps=20,
+    intra_node_GBps=5,
+    gemm_efficiency=0.8,
+)
+TRUTH = EfficiencyParams(
+    gemm_efficiency_scale=0.9,
+    gemm_half_dim=96,
+    attention_efficiency=0.35,
+    memory_bound_efficiency=0.5,
+    intra_node_efficiency=0.6,
+    intra_node_latency_us=40,
+    per_microbatch_overhead_s=0.002,
+    per_step_overhead_s=0.02,
+)
+MODEL = ModelSpec(num_layers=4, hidden_size=256, num_attention_heads=8, vocab_size=8192)
+CLUSTER = ClusterSpec(groups=[NodeGroup(name="cpu", gpu=GPU, num_nodes=1, gpus_per_node=2)])
+PLANS = [
+    Plan(dp=1, tp=1, pp=1, micro_batch_size=8),
+    Plan(dp=1, tp=1, pp=1, micro_batch_size=2),
+    Plan(dp=2, tp=1, pp=1, micro_batch_size=8),
+    Plan(dp=2, tp=1, pp=1, micro_batch_size=2),
+    Plan(dp=1, tp=1, pp=2, micro_batch_size=2),
+    Plan(dp=1, tp=2, pp=1, micro_batch_size=8, sequence_parallel=False),
+]
+SHAPES = [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024)]
+SHAPES += [(2048, 768, 256), (2048, 256, 1024)]
+
+
+def unmeasured_profile(gpu: GpuSpec = GPU) -> Profile:
+    """Sample shapes with placeholder times (filled in by ``measured``)."""
+    return Profile(
+        name="synthetic",
+        device=DeviceInfo(name="synthetic cpu", kind="cpu", ranks=2, ranks_per_node=2),
+        gpu=gpu,
+        gemm=[GemmSample(m=m, n=n, k=k, dtype="fp32", median_s=1.0) for m, n, k in SHAPES],
+        memory=[
+            MemorySample(kernel=kernel, bytes=size, dtype="fp32", median_s=1.0)
+            for kernel in ("add", "gelu")
+            for size in (1e7, 1e8)
+        ],
+        attention=[
+            AttentionSample(
+                batch=2,
+                heads=8,
+                seq_length=seq,
+                head_dim=32,
+                dtype="fp32",
+                direction=direction,
+                median_s=1.0,
+            )
+            for seq in (128, 256, 512)
+            for direction in ("forward", "backward")
+        ],
+        collectives=[
+            CollectiveSample(
+                op=op, size_B=size, ranks=2, ranks_per_node=2, median_s=1.0, source="gloo"
+            )
+            for op in ("all_reduce", "all_gather", "p2p")
+            for size in (1e3, 1e5, 1e7)
+        ],
+    )
+
+
+def observations(training: TrainingSpec | None = None) -> list[StepObservation]:
+    training = training or TrainingSpec(seq_length=128, global_batch_size=16, precision="fp32")
+    return [
+        StepObservation(
+            name=f"plan{index}",
+            source="cpu runs",
+            model=MODEL,
+            training=training,
+            cluster=CLUSTER,
+            plan=plan,
+            step_time_s=1.0,
+        )
+        for index, plan in enumerate(PLANS)
+    ]
+
+
+def measured(
+    profiles: list[Profile],
+    observed: list[StepObservation],
+    params: EfficiencyParams,
+    factors: list[float] | None = None,
+) -> tuple[list[Profile], list[StepObservation]]:
+    """The same inputs with every time replaced by the model's prediction under ``params``
+    (times ``factors``: measurement noise)."""
+    points = PointSet.build(profiles, observed)
+    times = iter(points.predict(params, np.arange(len(points))) * (factors or 1.0))
+
+    def timed(samples: list) -> list:
+        return [s.model_copy(update={"median_s": float(next(times))}) for s in samples]
+
+    profiles = [
+        p.model_copy(
+            update={
+                "gemm": timed(p.gemm),
+                "attention": timed(p.attention),
+                "memory": timed(p.memory),
+                "collectives": timed(p.collectives),
+            }
+        )
+        for p in profiles
+    ]
+    observed = [o.model_copy(update={"step_time_s": float(next(times))}) for o in observed]
+    return profiles, observed
+
+
+def test_recovers_the_parameters_that_generated_the_data() -> None:
+    profiles, observed = measured([unmeasured_profile()], observations(), TRUTH)
+    result = fit_calibration(profiles, observed)
+    fitted = {change.name: change.after for change in result.changes}
+    for name in ("gemm_efficiency_scale", "attention_efficiency", "memory_bound_efficiency"):
+        assert fitted[name] == pytest.approx(getattr(TRUTH, name), rel=0.02), name
+    for name in ("gemm_half_dim", "intra_node_efficiency", "intra_node_latency_us"):
+        assert fitted[name] == pytest.approx(getattr(TRUTH, name), rel=0.03), name
+    for name in ("per_microbatch_overhead_s", "per_step_overhead_s"):
+        assert fitted[name] == pytest.approx(getattr(TRUTH, name), rel=0.1), name
+    # Nothing measured crosses nodes or overlaps TP communication: left alone, and said so.
+    assert {"inter_node_efficiency", "tp_comm_overlap_fraction"} <= set(result.not_identifiable)
+    assert result.params.inter_node_efficiency == DEFAULT_PARAMS.inter_node_efficiency
+    assert result.held_out_mape_before > 0.1
+    assert result.held_out_mape_after < 0.01
+    assert {error.source for error in result.held_out} >= {"gemm fp32", "cpu runs", "attention"}
+    changed = set(TRUTH.model_dump(exclude_defaults=True))
+    assert {change.name for change in result.moved} == changed
+
+
+def test_a_profile_alone_calibrates_the_step_time_it_did_not_see() -> None:
+    profiles, observed = measured([unmeasured_profile()], observations(), TRUTH)
+    result = fit_calibration(profiles, [])
+    errors = []
+    for obs in observed:
+        points = PointSet.build([], [obs])
+        predicted = points.predict(result.params, np.arange(1))[0]
+        errors.append(abs(predicted / obs.measured_step_time_s - 1))
+    # Only the step overheads are invisible to micro-benchmarks; the rest is recovered.
+    assert max(errors) < 0.15
+    assert "per_step_overhead_s" in result.not_identifiable
+
+
+def test_one_wild_sample_does_not_drag_the_fit() -> None:
+    profiles, observed = measured([unmeasured_profile()], observations(), TRUTH)
+    gemm = list(profiles[0].gemm)
+    gemm[3] = gemm[3].model_copy(update={"median_s": gemm[3].median_s * 4})
+    profiles = [profiles[0].model_copy(update={"gemm": gemm})]
+    result = fit_calibration(profiles, observed, k_folds=2)
+    assert result.params.gemm_efficiency_scale == pytest.approx(0.9, rel=0.05)
+
+
+def test_nccl_tests_output_calibrates_the_inter_node_links() -> None:
+    text = (Path(__file__).parent / "data" / "nccl" / "all_gather_a100_2x8.txt").read_text()
+    profile = Profile(
+        name="a100 all_gather",
+        device=DeviceInfo(name="NVIDIA A100-SXM4-80GB", kind="cuda", ranks=16),
+        gpu=CATALOG["A100-80GB"],
+        collectives=parse_nccl_tests(text, op="all_gather"),
+    )
+    result = fit_calibration([profile])
+    assert set(result.fitted) == {"inter_node_efficiency", "inter_node_latency_us"}
+    # 38 GB/s bus bandwidth over 8 x 25 GB/s NICs: the links ran at about 19% of line rate.
+    assert result.params.inter_node_efficiency == pytest.approx(0.19, abs=0.02)
+    assert result.held_out_mape_after < 0.05 < result.held_out_mape_before
+
+
+# ---- refusals -------------------------------------------------------------------------------
+def test_refuses_without_data_and_with_too_few_points() -> None:
+    with pytest.raises(CalibrationError, match="nothing to calibrate"):
+        fit_calibration([], [])
+    profile = unmeasured_profile()
+    few = profile.model_copy(update={"gemm": profile.gemm[:3], "memory": [], "attention": []})
+    few = few.model_copy(update={"collectives": []})
+    (few,), _ = measured([few], [], TRUTH)
+    with pytest.raises(CalibrationError, match="too few points: 3 measurements for 2 parameters"):
+        fit_calibration([few])
+    with pytest.raises(ValueError, match="cannot calibrate nonsense"):
+        fit_calibration([few], params=["nonsense"])
+
+
+def test_refuses_contradicting_step_times() -> None:
+    _, observed = measured([], observations(), TRUTH)
+    slow_twin = observed[0].model_copy(update={"step_time_s": observed[0].step_time_s * 2})
+    with pytest.raises(CalibrationError, match="contradicting samples in 'cpu runs'"):
+        fit_calibration([], [*observed, slow_twin])
+
+
+def test_refuses_a_gemm_faster_than_the_peak() -> None:
+    (profile,), _ = measured([unmeasured_profile()], [], TRUTH)
+    fast = profile.gemm[-1]
+    too_fast = fast.model_copy(update={"median_s": fast.flops / (GPU.fp32_tflops * 1e12 * 1.3)})
+    profile = profile.model_copy(update={"gemm": [*profile.gemm[:-1], too_fast]})
+    with pytest.raises(CalibrationError, match=r"above the 0\.1 TFLOP/s peak of cpu-test"):
+        fit_calibration([profile])
+
+
+def test_refuses_parameters_beyond_their_physical_bounds() -> None:
+    # GEMMs that roll off with size yet reach 110% of the nominal peak at the large end: no
+    # efficiency <= 100% explains them, so the GPU description must be wrong.
+    samples = []
+    for size in (64, 128, 256, 512, 1024, 2048):
+        rate = GPU.fp32_tflops * 1e12 * 1.1 * size / (size + 100)
+        samples.append(
+            GemmSample(m=size, n=size, k=size, dtype="fp32", median_s=2 * size**3 / rate)
+        )
+    profile = Profile(name="p", device=DeviceInfo(name="cpu"), gpu=GPU, gemm=samples)
+    with pytest.raises(CalibrationError, match=r"gemm_efficiency_scale .* above its physical"):
+        fit_calibration([profile])
+
+
+def test_refuses_a_calibration_that_predicts_held_out_runs_worse() -> None:
+    # Runs priced exactly by the default parameters, measured with +-30% noise: fitting the
+    # overheads to the noise can only make unseen runs worse, and k-fold shows it.
+    noise = [1.35, 0.7, 1.3, 0.75, 1.4, 0.7, 1.3, 0.8, 1.25, 0.7, 1.35, 0.75, 1.3, 0.7, 1.4]
+    observed = []
+    for batch in (8, 16, 32):
+        training = TrainingSpec(seq_length=128, global_batch_size=batch, precision="fp32")
+        observed += observations(training)[:5]
+    _, observed = measured([], observed, DEFAULT_PARAMS, factors=noise)
+    with pytest.raises(CalibrationError, match="held-out predictions of observed runs worse"):
+        fit_calibration([], observed, params=["per_step_overhead_s", "per_microbatch_overhead_s"])
+
+
+def test_outliers_among_many_micro_benchmarks_are_only_warned_about() -> None:
+    series = [
+        CollectiveSample(op="all_reduce", size_B=4.0**e, ranks=2, ranks_per_node=2, median_s=1.0)
+        for e in range(5, 17)
+    ]
+    profile = Profile(name="p", device=DeviceInfo(name="cpu"), gpu=GPU, collectives=series)
+    (profile,), _ = measured([profile], [], TRUTH)
+    repeat = profile.collectives[4].model_copy(
+        update={"median_s": profile.collectives[4].median_s * 3}
+    )
+    noisy = profile.model_copy(update={"collectives": [*profile.collectives, repeat]})
+    result = fit_calibration([noisy])
+    assert any("1 outlier(s) down-weighted" in warning for warning in result.warnings)
+    assert math.isclose(result.params.intra_node_efficiency, 0.6, rel_tol=0.05)
+    # Beyond one in ten, the same disagreement is a refusal.
+    series = profile.collectives
+    repeats = [s.model_copy(update={"median_s": s.median_s * 3}) for s in series[:3]]
+    with pytest.raises(CalibrationError, match=r"contradicting samples .* \(3 of 12\)"):
+        fit_calibration([profile.model_copy(update={"collectives": [*series, *repeats]})])

@@ -1,0 +1,87 @@
+"""The PyTorch profiler and the small-GPT trainer, on CPU with tiny sizes (2 gloo ranks)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+from torch.nn import functional  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from app.cli import _register_commands, cli  # noqa: E402
+from app.profiling.launcher import run_ranks  # noqa: E402
+from app.profiling.minigpt import (  # noqa: E402
+    GptShape,
+    TrainPlan,
+    measure_plans,
+    vocab_parallel_cross_entropy,
+)
+from costmodel.observations import Profile  # noqa: E402
+
+_register_commands()
+
+
+def test_profile_command_measures_this_machine(tmp_path: Path) -> None:
+    out = tmp_path / "profile.json"
+    result = CliRunner().invoke(cli, ["profile", "--quick", "--ranks", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    profile = Profile.model_validate(json.loads(out.read_text()))
+    assert profile.device.kind == "cpu" and profile.device.ranks == 2
+    assert profile.device.threads_per_rank is not None
+    assert profile.software["torch"] == torch.__version__
+    assert {s.op for s in profile.collectives} == {
+        "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"
+    }  # fmt: skip
+    assert {s.source for s in profile.collectives} == {"torch.distributed gloo"}
+    timed = [*profile.gemm, *profile.memory, *profile.attention, *profile.collectives]
+    for sample in timed:
+        assert sample.repeats >= 5  # never a single-shot timing
+        assert sample.low_s <= sample.median_s <= sample.high_s
+    assert {s.direction for s in profile.attention} == {"forward", "backward"}
+    # A CPU is described by nominal peaks derived from what was measured.
+    best = max(s.flops / s.median_s for s in profile.gemm if s.dtype == "fp32")
+    assert profile.gpu.fp32_tflops == pytest.approx(best / 0.8 / 1e12)
+    assert profile.gpu.intra_node_GBps is not None and profile.gpu.intra_node_GBps > 0
+    assert "GEMM fp32: best" in result.output
+
+
+def test_parallel_training_plans_run_and_are_timed() -> None:
+    shape = GptShape(layers=2, hidden=32, heads=4, vocab=64, seq_length=16)
+    plans = [
+        TrainPlan(micro_batch_size=2),
+        TrainPlan(micro_batch_size=1, dp=2),
+        TrainPlan(micro_batch_size=1, pp=2),
+        TrainPlan(micro_batch_size=2, tp=2),
+    ]
+    results = run_ranks(
+        measure_plans, (shape, plans, 4, 2, 1), world=2, backend="gloo", threads_per_rank=1
+    )
+    assert len(results) == len(plans)
+    for result in results:
+        assert len(result["step_times_s"]) == 2
+        assert result["median_step_s"] > 0
+    assert plans[3].plan_spec().sequence_parallel is False
+
+
+def _vocab_parallel_matches_full() -> dict[str, float]:
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    full = torch.randn(12, 10, requires_grad=True)
+    targets = torch.randint(0, 10, (12,))
+    expected = functional.cross_entropy(full, targets)
+    expected.backward()
+    local = full.detach()[:, 5 * rank : 5 * (rank + 1)].clone().requires_grad_()
+    loss = vocab_parallel_cross_entropy(local, targets, first=5 * rank, tp=2)
+    loss.backward()
+    grad_error = (local.grad - full.grad[:, 5 * rank : 5 * (rank + 1)]).abs().max()
+    errors = torch.tensor([abs(loss.item() - expected.item()), grad_error.item()])
+    dist.all_reduce(errors, op=dist.ReduceOp.MAX)
+    return {"loss": float(errors[0]), "grad": float(errors[1])}
+
+
+def test_vocab_parallel_cross_entropy_equals_the_full_one() -> None:
+    errors = run_ranks(_vocab_parallel_matches_full, world=2, backend="gloo", threads_per_rank=1)
+    assert errors["loss"] < 1e-5
+    assert errors["grad"] < 1e-6

@@ -1,0 +1,85 @@
+"""``autopar search`` as users run it: JSON on stdout, a table for people, one-line errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli.search_cmd import layout, parse_constraints
+from costmodel.catalog import load_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--model", "llama3-8b", "--training", "llama3-8k", "--cluster", "dgx-a100-1n"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", "search", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_json_output_lists_ranked_plans_and_how_the_search_went() -> None:
+    result = run_cli(*SMALL, "--top", "3", "--json", "--max-memory-fraction", "0.9")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert {"plans", "evaluated", "feasible", "elapsed_s", "sampler", "objective"} <= set(document)
+    assert document["sampler"] == "exhaustive" and document["objective"] == "throughput"
+    assert [plan["rank"] for plan in document["plans"]] == [1, 2, 3]
+    for entry in document["plans"]:
+        assert {"rank", "plan", "estimate"} <= set(entry)
+        assert entry["estimate"]["feasible"]
+        assert entry["estimate"]["peak_memory_gib"] <= 0.9 * 80
+    speeds = [entry["estimate"]["tokens_per_s"] for entry in document["plans"]]
+    assert speeds == sorted(speeds, reverse=True)
+    assert document["feasible"] <= document["evaluated"] == document["space_size"]
+
+
+def test_table_output_and_optuna_sampler() -> None:
+    result = run_cli(*SMALL, "--sampler", "tpe", "--trials", "20", "--seed", "1", "-C", "tp=1..4")
+    assert result.returncode == 0, result.stderr
+    assert "Best plans" in result.stdout
+    assert "tpe: evaluated" in result.stdout and "20 trials" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--trials", "0"], "error: trials: Input should be greater than or equal to 1"),
+        (["-C", "tp=5"], "error: constraints.tp: no allowed value is valid"),
+        (["-C", "tp"], "error: --constraint 'tp': expected DIM=VALUE"),
+        (["--objective", "speed"], "error: objective: Input should be"),
+        (["--model", "nope"], "error: unknown model 'nope'"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_with_status_2(args: list[str], expected: str) -> None:
+    result = run_cli(*SMALL, *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(expected), result.stderr
+
+
+def test_constraint_syntax() -> None:
+    assert parse_constraints(
+        ["tp=8", "pp=2..8", "dp=..16", "recompute=selective,full", "offload_optimizer=false"]
+    ) == {
+        "tp": 8,
+        "pp": {"min": 2, "max": 8},
+        "dp": {"min": None, "max": 16},
+        "recompute": ["selective", "full"],
+        "offload_optimizer": False,
+    }
+
+
+def test_layout_text_names_stages_and_groups() -> None:
+    plan = load_spec("plan", "mixed-2zone-pp4")
+    assert layout(plan) == (
+        "dp8 h100:32L tp8 → a100-80:18L tp8 → a100-80:18L tp8 → a100-40:12L tp8"
+    )
+    assert layout(load_spec("plan", "tp8-pp8-dp16")) == "dp16 tp8 pp8 vpp3"
