@@ -41,6 +41,11 @@ run: $(STAMP)
 bench-api: $(STAMP)
 	$(BIN)/python benchmarks/bench_api.py $(BENCH_ARGS)
 
+# The same load from wrk (C client: it does not compete with the server for Python CPU).
+# WRK_ARGS="postgresql+psycopg://postgres@127.0.0.1:5432/test 2" = database URL, server workers.
+bench-api-wrk: $(STAMP)
+	benchmarks/bench_api_wrk.sh $(WRK_ARGS)
+
 # Search quality and speed (about 14 minutes); BENCH_ARGS=--quick for a 4-minute variant.
 bench-search: $(STAMP)
 	$(BIN)/python benchmarks/bench_search.py $(BENCH_ARGS)
