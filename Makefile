@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE_STAMP := $(VENV)/.installed-profile
 
-.PHONY: test lint validate bench bench-api bench-search run clean
+.PHONY: test lint validate bench bench-api bench-api-wrk bench-search run clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
