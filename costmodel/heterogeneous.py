@@ -142,10 +142,21 @@ def estimate_heterogeneous(
             reasons.append(
                 f"stage {placement.stage}: tp={placement.tp} does not divide the attention heads"
             )
+        ffn_widths = [model.ffn_size] + ([model.moe.expert_ffn_hidden_size] if model.moe else [])
+        if any(width % placement.tp for width in ffn_widths):
+            reasons.append(
+                f"stage {placement.stage}: tp={placement.tp} does not divide the FFN width"
+            )
         if peak_tflops(resolve_gpu(placement.group.gpu), training.precision) <= 0:
             reasons.append(
                 f"{resolve_gpu(placement.group.gpu).name} has no {training.precision} support"
             )
+    if training.seq_length % plan.cp:
+        reasons.append(f"cp={plan.cp} does not divide seq_length={training.seq_length}")
+    if model.moe is None and plan.ep > 1:
+        reasons.append(f"ep={plan.ep} > 1 but the model has no MoE layers")
+    if model.moe is not None and model.moe.num_experts % plan.ep:
+        reasons.append(f"ep={plan.ep} does not divide num_experts={model.moe.num_experts}")
     gbs, mbs = training.global_batch_size, plan.micro_batch_size
 
     # ---- batch split ------------------------------------------------------------------------
@@ -170,6 +181,11 @@ def estimate_heterogeneous(
 
     costs = _price(model, ctx, cluster, plan, grid, kinds, microbatches)
     per_mb = costs.per_microbatch_s.reshape(num_pipelines, pp)
+    if plan.vpp > 1 and any(count % pp for count in microbatches):
+        reasons.append(
+            f"interleaved schedule (vpp={plan.vpp}) needs each pipeline's micro-batches "
+            f"({', '.join(map(str, microbatches))}) to be a multiple of pp={pp}"
+        )
     if replica_form and plan.batch_shares is None:
         # Speed-proportional split: pipeline r's steady-state rate is 1 / (slowest stage time).
         speed = 1.0 / per_mb.max(axis=1)

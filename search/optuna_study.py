@@ -17,13 +17,14 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import optuna
-from optuna.exceptions import ExperimentalWarning
+from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.storages import BaseStorage, RDBStorage, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
@@ -94,10 +95,22 @@ def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
 def resolve_storage(storage: str | BaseStorage | None) -> BaseStorage | None:
     """A URL becomes an RDBStorage with heartbeats (so a killed worker's trials are reclaimed)."""
     if isinstance(storage, str):
-        return RDBStorage(
-            storage, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=HEARTBEAT_GRACE_S
-        )
+        with _quiet_heartbeat():
+            return RDBStorage(
+                storage, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=HEARTBEAT_GRACE_S
+            )
     return storage
+
+
+@contextmanager
+def _quiet_heartbeat() -> Iterator[None]:
+    """Heartbeats with ask/tell are deliberate here (each trial records one when asked; see the
+    module docstring): Optuna's notices that the feature is experimental and meant for
+    ``Study.optimize`` would only alarm users."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+        yield
 
 
 def open_study(
@@ -284,8 +297,7 @@ def run_study(
     study = open_study(request, metrics, sampler, resolved, study_name)
     heartbeat = isinstance(resolved, RDBStorage) and resolved.get_heartbeat_interval() is not None
     if heartbeat:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
+        with _quiet_heartbeat():
             fail_stale_trials(study)
     if request.warm_start and not study.get_trials(deepcopy=False):
         for params in space.seeds(metrics):
@@ -307,7 +319,8 @@ def run_study(
         remaining = batch if trials is None else min(batch, trials - done)
         if remaining <= 0:
             break
-        asked = [study.ask() for _ in range(remaining)]
+        with _quiet_heartbeat():
+            asked = [study.ask() for _ in range(remaining)]
         if heartbeat:
             for trial in asked:
                 resolved.record_heartbeat(trial._trial_id)  # type: ignore[union-attr]
@@ -317,8 +330,15 @@ def run_study(
         cache.update(zip(fresh, space.evaluate(fresh), strict=True))
         for trial, candidate in zip(asked, candidates, strict=True):
             evaluation = cache[candidate]
-            _record(trial, evaluation)
-            study.tell(trial, _objective_values(evaluation, metrics))
+            try:
+                _record(trial, evaluation)
+                study.tell(trial, _objective_values(evaluation, metrics))
+            except (UpdateFinishedTrialError, ValueError):
+                # Another worker popped the same queued trial and told it first (SQLite has no
+                # row locks; PostgreSQL's FOR UPDATE prevents this): its result stands.
+                if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
+                    continue
+                raise
             if evaluation.feasible:
                 best = _better(best, evaluation.values(metrics)[0], metrics[0])
             if polish is not None:

@@ -128,3 +128,43 @@ def test_unknown_group_and_missing_zone_link_are_errors():
     )
     with pytest.raises(ValueError, match="no link between zones"):
         estimate(LLAMA70B, TRAINING, no_link, staged("a", "b"))
+
+
+def test_heterogeneous_stages_enforce_the_homogeneous_divisibility_rules():
+    odd = ModelSpec(
+        name="odd",
+        num_layers=8,
+        hidden_size=4608,
+        num_attention_heads=36,
+        ffn_hidden_size=12288,
+        vocab_size=32000,
+    )
+    training = TrainingSpec(seq_length=4096, global_batch_size=40)
+    plan = {
+        "dp": 1,
+        "tp": 9,
+        "pp": 2,
+        "cp": 3,
+        "vpp": 2,
+        "micro_batch_size": 2,
+        "stages": [{"group": "h100", "num_layers": 4}, {"group": "a100", "num_layers": 4}],
+    }
+    result = estimate(odd, training, cluster(), plan)
+    text = " | ".join(result.reasons)
+    assert not result.feasible
+    assert "tp=9 does not divide the FFN width" in text
+    assert "cp=3 does not divide seq_length=4096" in text
+    assert "needs each pipeline's micro-batches (20) to be a multiple of pp=2" not in text
+    three = {
+        **plan,
+        "pp": 3,
+        "cp": 1,
+        "tp": 4,
+        "stages": [
+            {"group": "h100", "num_layers": 2},
+            {"group": "a100", "num_layers": 4},
+            {"group": "a100", "num_layers": 2},
+        ],
+    }
+    interleaved = estimate(odd, training, cluster(), three)
+    assert any("multiple of pp=3" in reason for reason in interleaved.reasons)
