@@ -3,23 +3,15 @@ sensibly, and the result is never worse than the best single-GPU-type plan."""
 
 import numpy as np
 import pytest
+from search_specs import SMALL_MODEL, SMALL_TRAINING
 
 from costmodel import estimate
 from search import SearchRequest, run_search
 from search.heterogeneous import HeterogeneousTrials, _apportion
 from search.params import random_point
 
-MODEL = {
-    "name": "small-6b",
-    "num_layers": 24,
-    "hidden_size": 4096,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    "ffn_hidden_size": 14336,
-    "vocab_size": 32000,
-    "activation": "swiglu",
-}
-TRAINING = {"seq_length": 4096, "global_batch_size": 64, "train_tokens": 1e10}
+MODEL = SMALL_MODEL
+TRAINING = SMALL_TRAINING
 CLUSTER = {
     "name": "two-zones",
     "groups": [

@@ -8,23 +8,15 @@ import numpy as np
 import optuna
 import pytest
 from optuna.storages.journal import JournalFileBackend, JournalStorage
+from search_specs import SMALL_MODEL, SMALL_TRAINING
 
 from costmodel import estimate, estimate_many
 from costmodel.feasibility import Violation
 from search import SearchRequest, SearchResult, run_search
 from search.space import homogeneous_spaces
 
-MODEL = {
-    "name": "small-6b",
-    "num_layers": 24,
-    "hidden_size": 4096,
-    "num_attention_heads": 32,
-    "num_kv_heads": 8,
-    "ffn_hidden_size": 14336,
-    "vocab_size": 32000,
-    "activation": "swiglu",
-}
-TRAINING = {"seq_length": 4096, "global_batch_size": 64, "train_tokens": 1e10}
+MODEL = SMALL_MODEL
+TRAINING = SMALL_TRAINING
 CLUSTER = {
     "name": "a100x16",
     "groups": [{"name": "a100", "gpu": "A100-40GB", "num_nodes": 2, "price_per_gpu_hour": 2.0}],
