@@ -6,7 +6,8 @@ compare the calibrated cost model's step times with the measured ones.
 Steps: (1) ``run_profile`` measures GEMMs, memory-bound kernels, attention and gloo collectives
 on 2 CPU ranks (or ``--profile`` loads one); (2) a 4-layer, hidden-256 GPT trains on the same
 2 ranks under each plan of ``calibration_common.PLANS`` (single rank, 2-way data parallel over
-gloo, a 2-stage pipeline, 2-way tensor parallel), median of timed steps after warm-up; (3) the
+gloo, a 2-stage pipeline, 2-way tensor parallel), median of timed steps after warm-up, the plans
+visited in rounds so that a busy spell of the machine spreads over all of them; (3) the
 cost model prices each plan with
   - default parameters (the profile's nominal device description only),
   - parameters calibrated on the profile alone (no training step seen),
@@ -46,10 +47,10 @@ def load_average() -> str:
         return "?"
 
 
-def measure(profile: Profile, steps: int, warmup: int) -> list[float]:
+def measure(profile: Profile, steps: int, warmup: int, rounds: int) -> list[float]:
     results = run_ranks(
         measure_plans,
-        (SHAPE, PLANS, GLOBAL_BATCH, steps, warmup),
+        (SHAPE, PLANS, GLOBAL_BATCH, steps, warmup, rounds),
         world=profile.device.ranks,
         backend="gloo",
         threads_per_rank=profile.device.threads_per_rank,
@@ -60,8 +61,10 @@ def measure(profile: Profile, steps: int, warmup: int) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", type=Path, help="use this profile instead of measuring")
+    parser.add_argument("--measured", type=Path, help="reuse step times from an earlier --out file")
     parser.add_argument("--out", type=Path, help="write figures as JSON here")
-    parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per plan and round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all plans")
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args()
 
@@ -74,7 +77,12 @@ def main() -> int:
         if args.out:
             args.out.with_suffix(".profile.json").write_text(profile.model_dump_json(indent=1))
     print(f"profile: {profile.name}, {profile.sample_count} samples ({profile.gpu.name})")
-    measured = measure(profile, args.steps, args.warmup)
+    if args.measured:
+        measured = json.loads(args.measured.read_text())["measured_s"]
+    else:
+        measured = measure(profile, args.steps, args.warmup, args.rounds)
+        if args.out:
+            args.out.write_text(json.dumps({"measured_s": measured}))
     print(f"measured {len(PLANS)} plans ({time.perf_counter() - started:.0f} s so far)")
 
     default = [predict(profile, plan, DEFAULT_PARAMS) for plan in PLANS]

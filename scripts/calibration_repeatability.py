@@ -1,6 +1,7 @@
 """Demonstration 3: the same machine profiled twice gives calibrations that predict alike.
 
-    .venv/bin/python scripts/calibration_repeatability.py [--profiles a.json b.json] [--save DIR]
+    .venv/bin/python scripts/calibration_repeatability.py [--full] [--profiles a.json b.json]
+        [--save DIR]
 
 Profiles this machine twice (or loads two profiles), calibrates the cost model on each alone,
 and prices the plans of ``calibration_common.PLANS`` with each profile's device description and
@@ -40,6 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", type=Path, nargs=2, help="two profiles to compare")
     parser.add_argument("--save", type=Path, help="folder to save the two profiles in")
+    parser.add_argument("--full", action="store_true", help="profile with the --full sweep")
     args = parser.parse_args()
     started = time.perf_counter()
     if args.profiles:
@@ -47,7 +49,10 @@ def main() -> int:
     else:
         profiles = []
         for index in range(2):
-            profiles.append(run_profile(ProfileOptions(ranks=2, name=f"take-{index + 1}")))
+            options = ProfileOptions(
+                mode="full" if args.full else "default", ranks=2, name=f"take-{index + 1}"
+            )
+            profiles.append(run_profile(options))
             if args.save:
                 args.save.mkdir(parents=True, exist_ok=True)
                 path = args.save / f"take-{index + 1}.json"

@@ -15,6 +15,7 @@ from app.profiling.launcher import run_ranks  # noqa: E402
 from app.profiling.minigpt import (  # noqa: E402
     GptShape,
     TrainPlan,
+    VocabParallelEmbedding,
     measure_plans,
     vocab_parallel_cross_entropy,
 )
@@ -56,11 +57,11 @@ def test_parallel_training_plans_run_and_are_timed() -> None:
         TrainPlan(micro_batch_size=2, tp=2),
     ]
     results = run_ranks(
-        measure_plans, (shape, plans, 4, 2, 1), world=2, backend="gloo", threads_per_rank=1
+        measure_plans, (shape, plans, 4, 1, 1, 2), world=2, backend="gloo", threads_per_rank=1
     )
     assert len(results) == len(plans)
     for result in results:
-        assert len(result["step_times_s"]) == 2
+        assert len(result["step_times_s"]) == 2  # 1 step x 2 rounds
         assert result["median_step_s"] > 0
     assert plans[3].plan_spec().sequence_parallel is False
 
@@ -76,12 +77,18 @@ def _vocab_parallel_matches_full() -> dict[str, float]:
     loss = vocab_parallel_cross_entropy(local, targets, first=5 * rank, tp=2)
     loss.backward()
     grad_error = (local.grad - full.grad[:, 5 * rank : 5 * (rank + 1)]).abs().max()
-    errors = torch.tensor([abs(loss.item() - expected.item()), grad_error.item()])
+    # The embedding split the same way looks every token up on the rank that holds its row.
+    table = torch.randn(10, 4)
+    embedding = VocabParallelEmbedding(GptShape(hidden=4, heads=1, vocab=10), tp=2, tp_rank=rank)
+    embedding.table.weight.data.copy_(table[5 * rank : 5 * (rank + 1)])
+    lookup_error = (embedding(targets[None, :]) - table[targets][None]).abs().max()
+    errors = torch.tensor([abs(loss.item() - expected.item()), grad_error, lookup_error])
     dist.all_reduce(errors, op=dist.ReduceOp.MAX)
-    return {"loss": float(errors[0]), "grad": float(errors[1])}
+    return {"loss": float(errors[0]), "grad": float(errors[1]), "lookup": float(errors[2])}
 
 
-def test_vocab_parallel_cross_entropy_equals_the_full_one() -> None:
+def test_vocab_parallel_loss_and_embedding_equal_the_full_ones() -> None:
     errors = run_ranks(_vocab_parallel_matches_full, world=2, backend="gloo", threads_per_rank=1)
     assert errors["loss"] < 1e-5
     assert errors["grad"] < 1e-6
+    assert errors["lookup"] == 0.0

@@ -2,7 +2,12 @@
 
 Each returns ``costmodel.observations`` samples with the quantities the cost model prices them
 by (FLOPs, bytes moved), so calibration compares like with like (``costmodel.calibration.points``).
+``align`` runs before each measurement: with several ranks measuring at once it is a barrier,
+so every measurement sees the same company (all devices busy) rather than whatever the other
+ranks happen to be doing after drifting apart.
 """
+
+from collections.abc import Callable
 
 import torch
 from torch.nn import functional
@@ -16,6 +21,10 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
 }
+
+
+def _noop() -> None:
+    return None
 
 
 def _sync(device: torch.device):
@@ -34,6 +43,7 @@ def gemm_samples(
     shapes: list[tuple[int, int, int]],
     dtypes: list[str],
     policy: TimingPolicy = DEFAULT,
+    align: Callable[[], object] = _noop,
 ) -> list[GemmSample]:
     """(m x k) @ (k x n) for each (m, n, k) and dtype, into a preallocated output."""
     samples = []
@@ -43,6 +53,7 @@ def gemm_samples(
             a = torch.randn(m, k, device=device, dtype=TORCH_DTYPES[dtype])
             b = torch.randn(k, n, device=device, dtype=TORCH_DTYPES[dtype])
             out = torch.empty(m, n, device=device, dtype=TORCH_DTYPES[dtype])
+            align()
             timed = measure(
                 lambda a=a, b=b, out=out: torch.matmul(a, b, out=out), policy, _sync(device)
             )
@@ -52,7 +63,11 @@ def gemm_samples(
 
 
 def memory_samples(
-    device: torch.device, mebibytes: float, dtype: str = "fp32", policy: TimingPolicy = DEFAULT
+    device: torch.device,
+    mebibytes: float,
+    dtype: str = "fp32",
+    policy: TimingPolicy = DEFAULT,
+    align: Callable[[], object] = _noop,
 ) -> list[MemorySample]:
     """Memory-bound kernels over a ``mebibytes`` tensor; bytes = tensors read + written.
 
@@ -77,6 +92,7 @@ def memory_samples(
     }
     samples = []
     for kernel, (operation, tensors) in kernels.items():
+        align()
         timed = measure(operation, policy, _sync(device))
         samples.append(
             MemorySample(
@@ -91,6 +107,7 @@ def attention_samples(
     shapes: list[tuple[int, int, int, int]],
     dtypes: list[str],
     policy: TimingPolicy = DEFAULT,
+    align: Callable[[], object] = _noop,
 ) -> list[AttentionSample]:
     """Causal SDPA forward and backward for each (batch, heads, seq_length, head_dim)."""
     samples = []
@@ -106,10 +123,12 @@ def attention_samples(
             def forward(q=q, k=k, v=v) -> torch.Tensor:
                 return functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
+            align()
             with torch.no_grad():
                 fwd = measure(forward, policy, _sync(device))
             out = forward()
             grad = torch.randn_like(out)
+            align()
             bwd = measure(
                 lambda out=out, grad=grad, q=q, k=k, v=v: torch.autograd.grad(
                     out, (q, k, v), grad, retain_graph=True

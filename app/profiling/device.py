@@ -103,11 +103,9 @@ def nominal_gpu(
         return max(rates) / DEFAULT_GEMM_EFFICIENCY / 1e12 if rates else None
 
     bandwidth = max((s.bytes / s.median_s for s in memory), default=0.0)
-    # Bus bandwidth of intra-node collectives is what the scale-up link figure means.
-    link = max(
-        (s.busbw_GBps for s in collectives if s.ranks_per_node >= s.ranks and s.op != "p2p"),
-        default=0.0,
-    )
+    # The scale-up link figure is what the fastest intra-node transfer reached (bus bandwidth
+    # for collectives, plain bandwidth for point-to-point: comm.py prices both against it).
+    link = max((s.busbw_GBps for s in collectives if s.ranks_per_node >= s.ranks), default=0.0)
     return GpuSpec(
         name=name,
         bf16_tflops=peak("bf16") or 0.0,

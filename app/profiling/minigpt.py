@@ -8,8 +8,9 @@ attention and a 4h MLP, final norm, output layer and cross-entropy. Plans (``Tra
   all but the last micro-batch, as Megatron accumulates) and overlapped with the last backward;
 - tensor parallel: Megatron-LM's layout (Shoeybi et al. 2019, Fig. 3): column-parallel QKV and
   MLP-in, row-parallel projections, an all-reduce after each (``_ReduceFromTP``) and one on the
-  input gradient (``_CopyToTP``); a vocabulary-parallel output layer and cross-entropy (each
-  rank holds V/tp logits; max, sum of exponentials and target logit are all-reduced);
+  input gradient (``_CopyToTP``); a vocabulary-parallel embedding, output layer and
+  cross-entropy (each rank holds V/tp rows and logits; max, sum of exponentials and target logit
+  are all-reduced), so parameters per rank match the cost model's count;
 - pipeline parallel: layers split evenly, stage 0 with the embedding and stage ``pp - 1`` with
   the output layer; all forwards then all backwards per stage (GPipe order; its step time is
   the 1F1B one, (m + p - 1) slots), activations and their gradients sent point to point.
@@ -201,13 +202,33 @@ class Head(nn.Module):
         return vocab_parallel_cross_entropy(logits, targets.flatten(), self.first, self.tp)
 
 
+class VocabParallelEmbedding(nn.Module):
+    """Token embedding whose rows are split over the tensor-parallel ranks (Megatron-LM): each
+    rank looks up the tokens it holds, zeros the others, and the outputs are all-reduced."""
+
+    def __init__(self, shape: GptShape, tp: int, tp_rank: int) -> None:
+        super().__init__()
+        self.tp = tp
+        self.local_vocab = shape.vocab // tp
+        self.first = tp_rank * self.local_vocab
+        self.table = nn.Embedding(self.local_vocab, shape.hidden)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.tp == 1:
+            return self.table(tokens)
+        local = tokens - self.first
+        mine = (local >= 0) & (local < self.local_vocab)
+        out = self.table(local.clamp(0, self.local_vocab - 1)) * mine[..., None]
+        return _from_tp(out, self.tp)
+
+
 class Stage(nn.Module):
     """The layers one pipeline stage holds (all of them without pipelining)."""
 
     def __init__(self, shape: GptShape, plan: TrainPlan, stage: int, tp_rank: int) -> None:
         super().__init__()
         per_stage = shape.layers // plan.pp
-        self.embedding = nn.Embedding(shape.vocab, shape.hidden) if stage == 0 else None
+        self.embedding = VocabParallelEmbedding(shape, plan.tp, tp_rank) if stage == 0 else None
         self.blocks = nn.ModuleList(Block(shape, plan.tp) for _ in range(per_stage))
         self.head = Head(shape, plan.tp, tp_rank) if stage == plan.pp - 1 else None
 
@@ -311,40 +332,57 @@ class _Trainer:
         self.optimizer.step()
 
 
-def _timed_steps(trainer: _Trainer, steps: int, warmup: int, distributed: bool) -> list[float]:
+def _timed_steps(trainer: _Trainer, steps: int, distributed: bool) -> list[float]:
     durations = []
-    for index in range(warmup + steps):
+    for _ in range(steps):
         if distributed:
             dist.barrier()
         start = time.perf_counter()
         trainer.step()
         if distributed:
             dist.barrier()
-        if index >= warmup:
-            durations.append(time.perf_counter() - start)
+        durations.append(time.perf_counter() - start)
     return durations
 
 
 def measure_plans(
-    shape: GptShape, plans: list[TrainPlan], global_batch_size: int, steps: int, warmup: int
+    shape: GptShape,
+    plans: list[TrainPlan],
+    global_batch_size: int,
+    steps: int,
+    warmup: int,
+    rounds: int = 1,
 ) -> list[dict[str, float | list[float]]]:
-    """Body of every rank: time each plan in turn; rank 0 returns, per plan, the step times (s)
-    and their median.
+    """Body of every rank: rank 0 returns, per plan, the timed step durations (s) and their
+    median. Each plan runs ``warmup`` untimed steps, then ``rounds`` rounds visit the plans in
+    turn with ``steps`` timed steps each, so a slow spell of the machine (other processes)
+    spreads over all plans instead of biasing one.
 
     A plan uses either every rank or only rank 0 (``world == 1``: the others wait, idle)."""
     world = dist.get_world_size()
-    results = []
+    rank = dist.get_rank()
+    trainers: list[_Trainer | None] = []
     for plan in plans:
         if plan.world not in (1, world):
             raise ValueError(f"plan {plan.label} needs {plan.world} ranks, the group has {world}")
-        durations: list[float] = []
-        if plan.world == world:
-            trainer = _Trainer(shape, plan, global_batch_size, distributed=world > 1)
-            durations = _timed_steps(trainer, steps, warmup, distributed=world > 1)
-        elif dist.get_rank() == 0:
-            trainer = _Trainer(shape, plan, global_batch_size, distributed=False)
-            durations = _timed_steps(trainer, steps, warmup, distributed=False)
+        together = plan.world == world
+        trainer = None
+        if together or rank == 0:
+            trainer = _Trainer(shape, plan, global_batch_size, distributed=together and world > 1)
+            _timed_steps(trainer, warmup, distributed=together and world > 1)
+        trainers.append(trainer)
         dist.barrier()
-        median = statistics.median(durations) if durations else float("nan")
-        results.append({"step_times_s": durations, "median_step_s": median})
-    return results
+    durations: list[list[float]] = [[] for _ in plans]
+    for _ in range(rounds):
+        for index, (plan, trainer) in enumerate(zip(plans, trainers, strict=True)):
+            if trainer is not None:
+                distributed = plan.world == world and world > 1
+                durations[index] += _timed_steps(trainer, steps, distributed)
+            dist.barrier()
+    return [
+        {
+            "step_times_s": times,
+            "median_step_s": statistics.median(times) if times else float("nan"),
+        }
+        for times in durations
+    ]

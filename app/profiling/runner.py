@@ -113,13 +113,13 @@ def _measure_rank(sweep: Sweep, kind: str, collectives: bool, ranks: int, source
     device = torch.device("cuda", rank) if kind == "cuda" else torch.device("cpu")
     torch.manual_seed(rank)
     policy = sweep.policy
-    dist.barrier()
-    gemm = compute.gemm_samples(device, sweep.gemm_shapes, sweep.dtypes, policy)
-    dist.barrier()
-    memory = compute.memory_samples(device, sweep.memory_mib, "fp32", policy)
-    dist.barrier()
+    align = dist.barrier
+    gemm = compute.gemm_samples(device, sweep.gemm_shapes, sweep.dtypes, policy, align)
+    memory = compute.memory_samples(device, sweep.memory_mib, "fp32", policy, align)
     attention_dtypes = [d for d in sweep.dtypes if d != "tf32"][:1]
-    attention = compute.attention_samples(device, sweep.attention_shapes, attention_dtypes, policy)
+    attention = compute.attention_samples(
+        device, sweep.attention_shapes, attention_dtypes, policy, align
+    )
     dist.barrier()
     comms = []
     if collectives and ranks > 1:

@@ -17,15 +17,15 @@ import numpy as np
 @dataclass(frozen=True)
 class TimingPolicy:
     warmup: int = 2
-    min_repeats: int = 5
-    max_repeats: int = 30
-    min_total_s: float = 0.05  # keep repeating (up to max_repeats) until this much was timed
+    min_repeats: int = 7
+    max_repeats: int = 60
+    min_total_s: float = 0.25  # keep repeating (up to max_repeats) until this much was timed
     min_run_s: float = 2e-4
 
 
 QUICK = TimingPolicy(warmup=1, min_repeats=5, max_repeats=7, min_total_s=0.0, min_run_s=1e-4)
 DEFAULT = TimingPolicy()
-FULL = TimingPolicy(warmup=3, min_repeats=10, max_repeats=50, min_total_s=0.2, min_run_s=1e-3)
+FULL = TimingPolicy(warmup=3, min_repeats=10, max_repeats=200, min_total_s=1.0, min_run_s=1e-3)
 
 
 @dataclass(frozen=True)
