@@ -270,3 +270,9 @@ def test_render_infeasible_estimate_shows_reasons_verbatim() -> None:
     assert "stage [0] needs 102.5 GiB of 80 GiB" in text  # brackets are not rich markup
     assert "tp=3 does not divide heads=32" in text
     assert "$/hour" in text and "—" in text  # unknown cost is shown as a dash, not 'None'
+
+
+def test_estimate_with_unknown_calibration_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-calibration.json"
+    result = run_cli("estimate", *GPT3_ON_H100, "--calibration", str(missing))
+    assert_bad_input(result, "calibration:")

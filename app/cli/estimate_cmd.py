@@ -26,6 +26,13 @@ def estimate_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the full Estimate as JSON.")
     ] = False,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--calibration",
+            help="Calibration from `autopar calibrate`: a file, NAME or NAME@VERSION.",
+        ),
+    ] = None,
 ) -> None:
     """Estimate step time, throughput, memory and cost of one parallelization plan."""
     specs = {
@@ -34,8 +41,16 @@ def estimate_command(
         "cluster": load_or_fail("cluster", cluster),
         "plan": load_or_fail("plan", plan),
     }
+    params = None
+    if calibration is not None:
+        from app.cli.calibrate_cmd import load_calibration
+
+        try:
+            params = load_calibration(calibration).params
+        except ValueError as exc:
+            fail(f"calibration: {exc}")
     try:
-        result = costmodel.estimate(**specs)
+        result = costmodel.estimate(**specs, params=params)
     except ValueError as exc:  # plan does not fit the model/cluster (tp vs heads, GPU count...)
         fail(str(exc))
     if json_output:
