@@ -148,3 +148,11 @@ def test_absurd_gpu_counts_are_refused(client: httpx.Client) -> None:
         error = assert_error(post(client, body), 422)
         fields = error_fields(error)
         assert fields and all(str(field).startswith("cluster.groups[0].") for field in fields)
+
+
+def test_bad_inline_training_names_only_the_real_field(client: httpx.Client) -> None:
+    # ``training`` accepts a spec or a preset name: the "not a string" complaint of the other
+    # branch must not reach the user next to the real problem.
+    response = post(client, {**REQUEST, "training": {**TRAINING, "seq_length": 0}})
+    assert response.status_code == 422, response.text
+    assert error_fields(response.json()["error"]) == ["training.seq_length"]
