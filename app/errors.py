@@ -96,9 +96,7 @@ class InvalidInputError(ApiError):
 # pydantic names the union member it tried inside an error location
 # (``groups.0.gpu.GpuSpec.bf16_tflops``); field names are snake_case, so a capitalised part or a
 # builtin type tag is such a member and is dropped from the path users see.
-_UNION_MEMBER = re.compile(
-    r"^(?:[A-Z]\w*|str|int|float|bool|none|constrained-\w+|[a-z-]+\[.*\])$"
-)
+_UNION_MEMBER = re.compile(r"^(?:[A-Z]\w*|str|int|float|bool|none|constrained-\w+|[a-z-]+\[.*\])$")
 _MESSAGE_PREFIXES = ("Value error, ", "Assertion failed, ")
 # Where FastAPI puts the request part; our paths start at the body's top-level field.
 _REQUEST_PARTS = {"body", "query", "path", "header", "cookie"}
