@@ -29,6 +29,26 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgresql_only: runs on the PostgreSQL backend only (not generated for SQLite)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the SQLite instances of ``postgresql_only`` tests: they test a PostgreSQL mode, so
+    on SQLite they would have nothing to assert. Under CI PostgreSQL is mandatory, so they run."""
+    kept, dropped = [], []
+    for item in items:
+        params = getattr(item, "callspec", None)
+        backend = params.params.get("database_backend") if params else None
+        sqlite_instance = item.get_closest_marker("postgresql_only") and backend == "sqlite"
+        (dropped if sqlite_instance else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def postgres_admin_url() -> str:
     """The server URL from the environment, checked once; unreachable is fatal, never a skip."""

@@ -83,12 +83,11 @@ def test_a_killed_worker_loses_no_plans(live: Live) -> None:
     assert same_ranking(stored, study_ranking(study))
 
 
-def test_two_workers_on_one_study_agree_on_one_ranking(live: Live, database_backend: str) -> None:
-    if database_backend == "sqlite":
-        # SQLite has no row locks, and Optuna's RDB storage relies on them (SELECT ... FOR
-        # UPDATE) when two processes ask for trials at once: they can get the same trial number
-        # or the same enqueued trial. Leases keep it to one worker per search there.
-        pytest.skip("several workers on one study is PostgreSQL's mode")
+# SQLite has no row locks, and Optuna's RDB storage relies on them (SELECT ... FOR UPDATE) when
+# two processes ask for trials at once: they can get the same trial number or the same enqueued
+# trial. Leases keep it to one worker per search there, so this mode is PostgreSQL's.
+@pytest.mark.postgresql_only
+def test_two_workers_on_one_study_agree_on_one_ranking(live: Live) -> None:
     search = live.submit({**TPE, "trials": 16, "top_k": 100})
     request = SearchRequest.model_validate(live.search(search["id"])["request"])
     prepare_optuna_storage(live.url)  # as every worker does before its first claim
