@@ -7,6 +7,7 @@ import numpy as np
 from costmodel.context import ModelContext
 from costmodel.feasibility import describe
 from costmodel.hardware import resolve_gpu
+from costmodel.hardware_arrays import mfu_peak_tflops
 from costmodel.homogeneous import HomogeneousResult
 from costmodel.specs import (
     Estimate,
@@ -172,7 +173,7 @@ def explain_homogeneous(
         step_time_s=float(arrays["step_time_s"]),
         tokens_per_s=tokens_per_s,
         tokens_per_s_per_gpu=float(arrays["tokens_per_s_per_gpu"]),
-        model_tflops_per_gpu=float(arrays["mfu"]) * _mfu_peak_tflops(gpu, training.precision),
+        model_tflops_per_gpu=float(arrays["mfu"]) * mfu_peak_tflops(gpu, training.precision),
         mfu=float(arrays["mfu"]),
         hfu=float(arrays["hfu"]),
         peak_memory_gib=worst.peak_memory_gib,
@@ -185,9 +186,3 @@ def explain_homogeneous(
             training.train_tokens / tokens_per_s if training.train_tokens is not None else None
         ),
     )
-
-
-def _mfu_peak_tflops(gpu, precision: str) -> float:
-    from costmodel.hardware_arrays import mfu_peak_tflops
-
-    return mfu_peak_tflops(gpu, precision)

@@ -21,7 +21,6 @@ import numpy as np
 from costmodel import pipeline
 from costmodel.context import ModelContext
 from costmodel.explain import finite_or_none, memory_of, time_breakdown
-from costmodel.feasibility import Violation, describe
 from costmodel.flops import is_moe_layer, model_flops_per_token
 from costmodel.hardware import group_links_GBps, peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_tflops
@@ -389,6 +388,3 @@ def _price(
         dp_latency_s=column(dp_latency),
     )
     return stage_costs(ctx, inputs, hardware)
-
-
-__all__ = ["Violation", "describe", "estimate_heterogeneous"]

@@ -20,8 +20,10 @@ from costmodel.api import estimate
 from costmodel.context import ModelContext
 from costmodel.flops import model_flops_per_token
 from costmodel.hardware import CATALOG, peak_tflops
+from costmodel.homogeneous import evaluate_homogeneous
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec, NodeGroup, Plan, TrainingSpec
+from costmodel.stage import RECOMPUTE_CODES
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "validation"
 
@@ -396,8 +398,6 @@ def sweeps(outcomes: list[Outcome]) -> dict[tuple[str, str, str], list[Outcome]]
 
 def korthikanti_table4(params: EfficiencyParams | None = None) -> list[tuple[str, float, float]]:
     """(configuration, predicted overhead vs baseline, measured overhead) for one 22B layer."""
-    from costmodel.stage import RECOMPUTE_CODES
-
     model = ModelSpec(
         name="GPT-22B", num_layers=48, hidden_size=6144, num_attention_heads=64, vocab_size=51200
     )
@@ -405,8 +405,6 @@ def korthikanti_table4(params: EfficiencyParams | None = None) -> list[tuple[str
         seq_length=2048, global_batch_size=4, flash_attention=False, dropout=True
     )
     ctx = ModelContext.build(model, training, params or DEFAULT_PARAMS)
-    from costmodel.homogeneous import evaluate_homogeneous
-
     group = NodeGroup(name="g", gpu="A100-80GB", num_nodes=1)
     configs = [
         ("Baseline no recompute", "none", 0, 0.0),
@@ -431,7 +429,7 @@ def korthikanti_table4(params: EfficiencyParams | None = None) -> list[tuple[str
             },
         )
         stage = result.stages
-        per_layer = (stage.per_microbatch_s[0] - 0.0) / 48
+        per_layer = stage.per_microbatch_s[0] / model.num_layers  # first stage = the only one
         times.append(per_layer)
     base = times[0]
     return [
