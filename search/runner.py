@@ -29,7 +29,7 @@ from search.objectives import (
     pareto_mask,
     spread_along_front,
 )
-from search.optuna_study import run_study
+from search.optuna_study import StudyOutcome, TrialSpace, run_study
 from search.request import SearchRequest
 from search.result import RankedPlan, SearchResult, plan_hash
 from search.space import SpaceError, homogeneous_spaces
@@ -130,18 +130,7 @@ class _Run:
             )
         sampler = self._optuna_sampler()
         space = HomogeneousTrials(request, spaces)
-        outcome = run_study(
-            request,
-            space,
-            self.metrics,
-            sampler,
-            trials=self.trial_budget,
-            deadline=self.deadline,
-            storage=self.storage,
-            study_name=self.study_name,
-            progress=self.progress,
-            should_stop=self.should_stop,
-        )
+        outcome = self._study(space, sampler)
         found = _distinct(outcome.evaluations)
         return self._result(
             found,
@@ -154,17 +143,10 @@ class _Run:
             study_name=outcome.study_name,
         )
 
-    # Several groups ------------------------------------------------------------------------
-    def heterogeneous(self) -> SearchResult:
-        request = self.request
-        space = HeterogeneousTrials(request)
-        baselines, baseline_evaluated, baseline_feasible, notes = self._baselines()
-        for group_best in _best_per_group(baselines, self.metrics):
-            space.seed_from(group_best.plan, group_best.global_batch_size)
-        space.seed_spanning()
-        sampler = self._optuna_sampler()
-        outcome = run_study(
-            request,
+    def _study(self, space: TrialSpace, sampler: str) -> StudyOutcome:
+        """The Optuna study over ``space`` with this run's budget, storage and callbacks."""
+        return run_study(
+            self.request,
             space,
             self.metrics,
             sampler,
@@ -175,6 +157,17 @@ class _Run:
             progress=self.progress,
             should_stop=self.should_stop,
         )
+
+    # Several groups ------------------------------------------------------------------------
+    def heterogeneous(self) -> SearchResult:
+        request = self.request
+        space = HeterogeneousTrials(request)
+        baselines, baseline_evaluated, baseline_feasible, notes = self._baselines()
+        for group_best in _best_per_group(baselines, self.metrics):
+            space.seed_from(group_best.plan, group_best.global_batch_size)
+        space.seed_spanning()
+        sampler = self._optuna_sampler()
+        outcome = self._study(space, sampler)
         # Baselines first: on a tie, the plain homogeneous form of a one-group plan wins.
         found = _distinct([*baselines, *outcome.evaluations])
         result = self._result(
