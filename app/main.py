@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.calibrations.router import router as calibrations_router
 from app.clusters.router import router as clusters_router
 from app.db import is_sqlite, make_engine, make_session_factory, redact
 from app.errors import install_handlers
@@ -22,9 +23,11 @@ from app.health.router import router as health_router
 from app.middleware import BodySizeLimitMiddleware
 from app.migrate import upgrade_to_head
 from app.modelspecs.router import router as models_router
+from app.observations.router import router as observations_router
 from app.plans.router import router as plans_router
 from app.presets.router import router as presets_router
 from app.presets.service import sync_catalog
+from app.profiles.router import router as profiles_router
 from app.searches.router import router as searches_router
 from app.settings import Settings
 from app.workers.embedded import EmbeddedWorker
@@ -87,6 +90,9 @@ def create_app(
         estimates_router,
         searches_router,
         plans_router,
+        profiles_router,
+        observations_router,
+        calibrations_router,
     ):
         app.include_router(router)
     return app

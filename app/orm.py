@@ -170,6 +170,11 @@ class SearchRow(Base):
     cluster_id: Mapped[str | None] = mapped_column(
         String(ID_LENGTH), ForeignKey("cluster_specs.id", ondelete="SET NULL")
     )
+    # The calibration whose parameters price the plans (``request.params`` holds a copy, so
+    # the search runs the same if the calibration row goes).
+    calibration_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("calibrations.id", ondelete="SET NULL")
+    )
     priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     n_trials: Mapped[int | None] = mapped_column(Integer)
     timeout_s: Mapped[float | None] = mapped_column(Float)
@@ -208,8 +213,11 @@ class CalibrationRow(Base):
     # GPU type the fit applies to, or None for all.
     gpu: Mapped[str | None] = mapped_column(String(100))
     params: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
-    # Fit quality (error before / after on held-out observations, counts).
+    # The whole ``costmodel.calibration.CalibrationResult``: what moved, error before / after
+    # per source, in-sample and k-fold held out.
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
+    # What it was fitted to: profile and observation ids, parameters asked for, folds.
+    inputs: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
     created_at: Mapped[datetime] = _created_at()
 
     __table_args__ = (UniqueConstraint("name", "version"),)
@@ -279,6 +287,8 @@ class ObservationRow(Base):
     plan_id: Mapped[str | None] = mapped_column(
         String(ID_LENGTH), ForeignKey("plans.id", ondelete="SET NULL")
     )
+    name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    # Reporting group ("prod-h100", "nightly"): calibrations can take all of a source.
     source: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     # model, training and cluster specs of the run.
     scenario: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
@@ -286,6 +296,11 @@ class ObservationRow(Base):
     step_time_s: Mapped[float] = mapped_column(Float, nullable=False)
     tokens_per_s: Mapped[float | None] = mapped_column(Float)
     peak_memory_gib: Mapped[float | None] = mapped_column(Float)
+    # What the uncalibrated cost model predicted for it when it was reported.
+    predicted_step_time_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = _created_at()
 
-    __table_args__ = (Index("ix_observations_plan_id", "plan_id"),)
+    __table_args__ = (
+        Index("ix_observations_plan_id", "plan_id"),
+        Index("ix_observations_source", "source"),
+    )

@@ -22,6 +22,11 @@ class Violation(IntFlag):
     EP_DENSE = 1 << 13
 
 
+# How an out-of-memory reason starts: the one infeasibility a run that really happened may still
+# be predicted to have (the memory model's error), unlike a plan the cluster cannot hold at all.
+OUT_OF_MEMORY = "out of memory:"
+
+
 def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
     """Readable reasons for every violated rule; ``facts`` fills in the numbers."""
     f = facts
@@ -44,7 +49,7 @@ def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
         ),
         Violation.SEQ_CP: "cp={cp} does not divide seq_length={seq}",
         Violation.MEMORY: (
-            "out of memory: stage {worst_stage} needs {peak_gib:.1f} GiB per GPU but "
+            OUT_OF_MEMORY + " stage {worst_stage} needs {peak_gib:.1f} GiB per GPU but "
             "{gpu} has {capacity_gib:.1f} GiB"
         ),
         Violation.PRECISION: "{gpu} has no {precision} tensor-core support",

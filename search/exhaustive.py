@@ -35,7 +35,12 @@ class Enumeration:
 
 def _price(request: SearchRequest, space: GroupSpace, plans: dict[str, np.ndarray]) -> dict:
     arrays = estimate_many(
-        request.model, space.training, request.cluster, plans, group=space.group.name
+        request.model,
+        space.training,
+        request.cluster,
+        plans,
+        group=space.group.name,
+        params=request.params,
     )
     kept = {name: plans[name] for name in PLAN_COLUMNS}
     kept.update({name: arrays[name] for name in (*REPORTED, "peak_memory_gib")})

@@ -322,6 +322,7 @@ class HeterogeneousTrials:
             self.request.training_for(skeleton.global_batch_size),
             self.request.cluster,
             self.plan(skeleton, layers),
+            params=self.request.params,
         )
         self.priced += 1
         self.fitting += memory_ratio_of_estimate(result, self.request.max_memory_fraction) <= 1

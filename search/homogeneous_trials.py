@@ -132,7 +132,12 @@ class HomogeneousTrials:
     def _price(self, space: GroupSpace, columns: dict[str, np.ndarray]) -> list[Evaluation]:
         request = self.request
         arrays = estimate_many(
-            request.model, space.training, request.cluster, columns, group=space.group.name
+            request.model,
+            space.training,
+            request.cluster,
+            columns,
+            group=space.group.name,
+            params=request.params,
         )
         ratio = memory_ratio_of_arrays(arrays, request.max_memory_fraction)
         self.priced += len(ratio)

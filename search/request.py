@@ -28,7 +28,7 @@ from costmodel.catalog import load_spec
 from costmodel.context import ModelContext
 from costmodel.flops import total_params
 from costmodel.hardware import peak_tflops, resolve_gpu
-from costmodel.params import DEFAULT_PARAMS
+from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
 from search.space import check_space
 
@@ -187,6 +187,11 @@ class SearchRequest(BaseModel):
     warm_start: bool = Field(
         default=True, description="Enqueue heuristic plans (Megatron-, FSDP-style) first."
     )
+    params: EfficiencyParams | None = Field(
+        default=None,
+        description="Cost-model parameters to price plans with (a calibration's); "
+        "null: the uncalibrated defaults.",
+    )
 
     @field_validator("constraints")
     @classmethod
@@ -284,7 +289,7 @@ class SearchRequest(BaseModel):
     def _check_cluster_holds_model(self) -> None:
         # Lower bound on GPU memory: with ZeRO-3 and the optimizer offloaded, the GPUs together
         # still hold one copy of the weights and of the gradients (activations come on top).
-        ctx = ModelContext.build(self.model, self.training, DEFAULT_PARAMS)
+        ctx = ModelContext.build(self.model, self.training, self.params or DEFAULT_PARAMS)
         needed_gib = total_params(self.model) * (ctx.weight_bytes + ctx.grad_bytes) / 2**30
         available_gib = self.max_memory_fraction * sum(
             group.num_gpus * resolve_gpu(group.gpu).hbm_gib for group in self.search_groups

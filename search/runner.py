@@ -299,7 +299,13 @@ class _Run:
     def _ranked(self, rank: int, item: Found) -> RankedPlan:
         number, evaluation = item
         training = self.request.training_for(evaluation.global_batch_size)
-        explained = estimate(self.request.model, training, self.request.cluster, evaluation.plan)
+        explained = estimate(
+            self.request.model,
+            training,
+            self.request.cluster,
+            evaluation.plan,
+            params=self.request.params,
+        )
         return RankedPlan(
             rank=rank,
             plan=evaluation.plan,

@@ -10,11 +10,10 @@ from pydantic import ValidationError
 
 from app.cli import cli
 from app.cli._common import fail
-from app.profiling.catalog_match import match_catalog
-from app.profiling.nccl_tests import NcclTestsError, nccl_tests_device, parse_nccl_tests
+from app.profiles.nccl_import import NcclImportError, profile_from_nccl_tests
 from costmodel.errors import format_validation_error
 from costmodel.hardware import UnknownGpuError, lookup_gpu
-from costmodel.observations import CollectiveOp, CollectiveSample, DeviceInfo, Profile
+from costmodel.observations import Profile
 from costmodel.specs import GpuSpec
 
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
@@ -116,45 +115,26 @@ def _import_nccl_tests(
 ) -> Profile:
     if op is not None and op not in _OPS:
         fail(f"--op must be one of {', '.join(_OPS)}, not '{op}'")
-    samples: list[CollectiveSample] = []
-    device_names: set[str] = set()
+    texts: list[str] = []
     for path in paths:
         try:
-            text = path.read_text()
+            texts.append(path.read_text())
         except OSError as exc:
             fail(f"nccl-tests file '{path}': {exc.strerror}")
-        try:
-            collective: CollectiveOp | None = op  # type: ignore[assignment]
-            samples.extend(
-                parse_nccl_tests(text, op=collective, ranks=ranks, ranks_per_node=ranks_per_node)
-            )
-        except NcclTestsError as exc:
-            fail(f"nccl-tests file '{path}': {exc}")
-        if reported := nccl_tests_device(text):
-            device_names.add(reported)
-    device_name = device_names.pop() if len(device_names) == 1 else None
-    if gpu_option is not None:
-        gpu = _load_gpu(gpu_option)
-    elif device_name and (matched := match_catalog(device_name)):
-        gpu = matched
-    else:
-        seen = f"'{device_name}' is not in the catalog" if device_name else "no GPU name found"
-        fail(f"give --gpu (catalog name or GpuSpec file): {seen}")
-    first = samples[0]
-    return Profile(
-        name=name or f"nccl-tests-{gpu.name}",
-        device=DeviceInfo(
-            name=device_name or gpu.name,
-            kind="cuda",
-            ranks=first.ranks,
-            ranks_per_node=first.ranks_per_node,
-            backend="nccl",
-        ),
-        gpu=gpu,
-        software={"nccl-tests": "imported"},
-        settings={"imported_from": ", ".join(str(path) for path in paths)},
-        collectives=samples,
-    )
+    try:
+        return profile_from_nccl_tests(
+            texts,
+            gpu=_load_gpu(gpu_option) if gpu_option is not None else None,
+            op=op,  # type: ignore[arg-type]
+            ranks=ranks,
+            ranks_per_node=ranks_per_node,
+            name=name,
+            origin=", ".join(str(path) for path in paths),
+        )
+    except NcclImportError as exc:
+        if exc.index is not None:
+            fail(f"nccl-tests file '{paths[exc.index]}': {exc.reason}")
+        fail(exc.reason.replace("give the GPU", "give --gpu"))
 
 
 def _summarize(profile: Profile, out: Path, seconds: float) -> None:

@@ -7,10 +7,13 @@ opaque. Keyset (rather than offset) pages stay correct while rows are added or d
 import base64
 import binascii
 import json
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel, Field
+from sqlalchemy import Select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.errors import InvalidInputError
 
@@ -61,3 +64,25 @@ def decode_cursor(cursor: str | None) -> str | None:
 def escape_like(text: str) -> str:
     """Make ``text`` literal inside a LIKE pattern (ESCAPE '\\')."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+RowT = TypeVar("RowT")
+
+
+def newest_first(
+    session: Session,
+    statement: Select[tuple[RowT]],
+    id_column: InstrumentedAttribute[str],
+    *,
+    before: str | None,
+    limit: int,
+) -> tuple[Sequence[RowT], str | None]:
+    """One page of ``statement``'s rows, newest first (ids sort by creation time), and the id to
+    continue before (None: the last page)."""
+    statement = statement.order_by(id_column.desc()).limit(limit + 1)
+    if before is not None:
+        statement = statement.where(id_column < before)
+    rows = session.scalars(statement).all()
+    if len(rows) > limit:
+        return rows[:limit], getattr(rows[limit - 1], id_column.key)
+    return rows, None

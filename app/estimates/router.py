@@ -5,13 +5,12 @@ from fastapi import APIRouter
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
 from app.estimates import service
-from app.estimates.schemas import EstimateRequest
-from costmodel.specs import Estimate
+from app.estimates.schemas import EstimateRequest, EstimateResponse
 
 router = APIRouter(prefix="/v1", tags=["estimate"])
 
 
-@router.post("/estimate", response_model=Estimate, responses=error_responses(400, 413, 422))
+@router.post("/estimate", response_model=EstimateResponse, responses=error_responses(400, 413, 422))
 async def estimate(request: EstimateRequest, session: SessionDep) -> Any:
     """Price one plan: step time and its breakdown, throughput, MFU, memory per stage, cost.
 

@@ -28,6 +28,7 @@ def store_ranking(
     search_id: str,
     ranked_plans: Sequence[RankedPlan],
     unranked_plans: Sequence[RankedPlan] = (),
+    calibration_id: str | None = None,
 ) -> dict[str, PlanRow]:
     """Make ``ranked_plans`` the search's ranking, keyed by plan hash.
 
@@ -48,6 +49,7 @@ def store_ranking(
             continue
         row = existing.get(found.plan_hash) or PlanRow(search_id=search_id)
         _fill(row, found, rank)
+        row.calibration_id = calibration_id
         session.add(row)
         rows[found.plan_hash] = row
     session.flush()

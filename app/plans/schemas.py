@@ -24,4 +24,7 @@ class PlanRecord(BaseModel):
     feasible: bool
     plan_hash: str = Field(description="SHA-256 of the plan and its batch: unique per search.")
     trial_number: int | None = Field(description="Optuna trial that found it (null: enumerated).")
+    calibration_id: str | None = Field(
+        default=None, description="The calibration that priced and ranked it (null: none)."
+    )
     created_at: datetime

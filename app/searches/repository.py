@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.common.ids import looks_like_id
+from app.common.pagination import newest_first
 from app.orm import SearchRow
 
 
@@ -32,15 +33,10 @@ def list_page(
     session: Session, *, status: str | None, before: str | None, limit: int
 ) -> tuple[Sequence[SearchRow], str | None]:
     """Newest first; ids sort by creation time, so the cursor is the last id returned."""
-    statement = select(SearchRow).order_by(SearchRow.id.desc()).limit(limit + 1)
+    statement = select(SearchRow)
     if status is not None:
         statement = statement.where(SearchRow.status == status)
-    if before is not None:
-        statement = statement.where(SearchRow.id < before)
-    rows = session.scalars(statement).all()
-    if len(rows) > limit:
-        return rows[:limit], rows[limit - 1].id
-    return rows, None
+    return newest_first(session, statement, SearchRow.id, before=before, limit=limit)
 
 
 def cancel_queued(session: Session, *, search_id: str, now: datetime) -> bool:

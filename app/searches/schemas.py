@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
 from app.common.pagination import PageMeta
-from app.common.references import SpecReferences
+from app.common.references import Reference, SpecReferences
 from app.plans.schemas import PlanRecord
 from search.request import Constraint, Objective, Sampler, SearchRequest
 
@@ -39,11 +39,19 @@ class SearchCreate(SpecReferences):
     global_batch_sizes: list[int] | None = _as_in_search_request("global_batch_sizes")
     groups: list[str] | None = _as_in_search_request("groups")
     warm_start: bool = _as_in_search_request("warm_start")
+    calibration: Reference | None = Field(
+        default=None,
+        description="Price plans with this calibration (id, name@version, or name for its "
+        "latest version); default: the uncalibrated model. Its plans record it.",
+    )
 
 
-# The SearchRequest fields SearchCreate passes through unchanged (the rest are the specs).
+# The SearchRequest fields SearchCreate passes through unchanged (the rest are the specs, and
+# the cost-model parameters, which come from ``calibration``).
 SEARCH_FIELDS: tuple[str, ...] = tuple(
-    name for name in SearchRequest.model_fields if name not in ("model", "training", "cluster")
+    name
+    for name in SearchRequest.model_fields
+    if name not in ("model", "training", "cluster", "params")
 )
 
 
@@ -114,6 +122,9 @@ class SearchRecord(BaseModel):
     attempts: int = Field(
         description="Workers that took it and did not hand it back (more than 1: resumed "
         "after a worker died); a search is failed when the third one dies."
+    )
+    calibration_id: str | None = Field(
+        default=None, description="The calibration its plans are priced with (null: none)."
     )
     model_id: str | None = Field(default=None, description="Stored model it was given as.")
     cluster_id: str | None = Field(default=None, description="Stored cluster it was given as.")

@@ -6,6 +6,7 @@ from datetime import datetime
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from app.calibrations.service import params_of, resolve_calibration
 from app.common.ids import looks_like_id, new_id
 from app.common.pagination import decode_cursor, encode_cursor
 from app.common.references import ResolvedSpecs, SpecReferences, resolve_specs
@@ -34,6 +35,7 @@ from app.searches.schemas import (
     SearchProgress,
     SearchRecord,
 )
+from costmodel.params import EfficiencyParams
 from search import SearchRequest
 
 
@@ -43,7 +45,14 @@ def create_search(session: Session, *, request: SearchCreate) -> SearchRecord:
     begin_write(session)
     require_storable(request.model_dump(exclude_none=True))
     specs = resolve_specs(session, references=request)
-    search_request = _search_request(request, specs)
+    calibration = (
+        resolve_calibration(session, key=request.calibration, field="calibration")
+        if request.calibration is not None
+        else None
+    )
+    search_request = _search_request(
+        request, specs, params=params_of(calibration) if calibration is not None else None
+    )
     search_id = new_id()
     row = SearchRow(
         id=search_id,
@@ -54,6 +63,7 @@ def create_search(session: Session, *, request: SearchCreate) -> SearchRecord:
         request=search_request.model_dump(mode="json"),
         model_id=specs.model_row_id,
         cluster_id=specs.cluster_row_id,
+        calibration_id=calibration.id if calibration is not None else None,
         priority=request.priority,
         n_trials=search_request.trials,
         timeout_s=search_request.timeout_s,
@@ -149,6 +159,7 @@ def to_record(row: SearchRow, *, now: datetime) -> SearchRecord:
         lease_expires_at=row.lease_expires_at,
         heartbeat_at=row.heartbeat_at,
         attempts=row.attempts,
+        calibration_id=row.calibration_id,
         model_id=row.model_id,
         cluster_id=row.cluster_id,
         created_at=row.created_at,
@@ -170,7 +181,9 @@ def _not_found(search_id: str) -> NotFoundError:
 
 
 # Validation ------------------------------------------------------------------------------------
-def _search_request(request: SearchCreate, specs: ResolvedSpecs) -> SearchRequest:
+def _search_request(
+    request: SearchCreate, specs: ResolvedSpecs, *, params: EfficiencyParams | None
+) -> SearchRequest:
     """The worker's input. Everything that makes a search impossible (a cluster too small for the
     model, a batch no layout divides, an empty space, a zero budget) is refused here, naming the
     field of the request to change."""
@@ -179,6 +192,7 @@ def _search_request(request: SearchCreate, specs: ResolvedSpecs) -> SearchReques
             model=specs.model,
             training=specs.training,
             cluster=specs.cluster,
+            params=params,
             **request.model_dump(include=set(SEARCH_FIELDS)),
         )
     except ValidationError as exc:

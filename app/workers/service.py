@@ -201,7 +201,11 @@ class SearchWorker:
                 logger.warning("search %s: lease lost before the ranking was stored", row.id)
                 return
             rows = plans.store_ranking(
-                session, search_id=row.id, ranked_plans=ranked, unranked_plans=unranked
+                session,
+                search_id=row.id,
+                ranked_plans=ranked,
+                unranked_plans=unranked,
+                calibration_id=row.calibration_id,
             )
             outcome = SearchOutcome(
                 sampler=result.sampler,

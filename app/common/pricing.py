@@ -1,0 +1,36 @@
+"""Price one plan with the cost model, turning "cannot price this" into a 422 on the field the
+cost model blames (infeasible plans are answers, not errors)."""
+
+import re
+
+from app.common.references import ResolvedSpecs
+from app.errors import InvalidInputError
+from costmodel import estimate
+from costmodel.feasibility import OUT_OF_MEMORY
+from costmodel.params import EfficiencyParams
+from costmodel.specs import Estimate, Plan
+
+
+def price(specs: ResolvedSpecs, plan: Plan, *, params: EfficiencyParams | None = None) -> Estimate:
+    """The cost model's estimate; a plan it cannot price on this cluster is a 422 naming the
+    field to blame (infeasible plans are answers, not errors)."""
+    try:
+        return estimate(specs.model, specs.training, specs.cluster, plan, params=params)
+    except ValueError as exc:
+        raise _unpriceable(str(exc)) from None
+
+
+# The cost model's messages start with the field they blame ("plan.stages[0].group: ...").
+_BLAMED_FIELD = re.compile(r"^((?:model|training|cluster|plan)(?:[.\[][\w.\[\]]*)?): (.+)$", re.S)
+
+
+def _unpriceable(message: str) -> InvalidInputError:
+    match = _BLAMED_FIELD.match(message)
+    field, reason = (match.group(1), match.group(2)) if match else ("plan", message)
+    return InvalidInputError.at(field, reason, code="invalid_plan")
+
+
+def impossible_reasons(priced: Estimate) -> list[str]:
+    """Why a plan cannot have run as described (GPU count, divisibility, batch...). Out of
+    memory is not among them: a real run that fit shows the memory model's error."""
+    return [reason for reason in priced.reasons if not reason.startswith(OUT_OF_MEMORY)]

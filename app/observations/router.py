@@ -1,0 +1,90 @@
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from app.common.pagination import CursorQuery, LimitQuery
+from app.db import SessionDep, run_in_session
+from app.errors import error_responses
+from app.observations import service
+from app.observations.schemas import (
+    ObservationCreate,
+    ObservationPage,
+    ObservationRecord,
+    PlanObservationCreate,
+)
+
+router = APIRouter(prefix="/v1", tags=["calibration"])
+
+PlanIdPath = Annotated[str, Path(max_length=200, description="Plan id (from a search's plans).")]
+ObservationIdPath = Annotated[str, Path(max_length=200, description="Observation id.")]
+
+
+@router.post(
+    "/plans/{plan_id}/observations",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ObservationRecord,
+    responses=error_responses(400, 404, 413, 422),
+)
+async def observe_plan(
+    plan_id: PlanIdPath, request: PlanObservationCreate, session: SessionDep, response: Response
+) -> Any:
+    """Report how a stored plan really ran (step time or tokens/s, peak memory). The answer
+    shows the plan's predicted step time next to the measured one; calibrations fit to it."""
+    record = await run_in_session(service.observe_plan, session, plan_id=plan_id, request=request)
+    response.headers["Location"] = f"{router.prefix}/observations/{record.id}"
+    return record
+
+
+@router.get(
+    "/plans/{plan_id}/observations",
+    response_model=ObservationPage,
+    responses=error_responses(404, 422),
+)
+async def plan_observations(
+    plan_id: PlanIdPath, session: SessionDep, limit: LimitQuery = 50, cursor: CursorQuery = None
+) -> Any:
+    """The runs reported for a plan, newest first."""
+    return await run_in_session(
+        service.plan_observations, session, plan_id=plan_id, cursor=cursor, limit=limit
+    )
+
+
+@router.post(
+    "/observations",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ObservationRecord,
+    responses=error_responses(400, 413, 422),
+)
+async def create_observation(
+    request: ObservationCreate, session: SessionDep, response: Response
+) -> Any:
+    """Report a run that was not planned here: its model, training, cluster and plan (given as
+    in ``POST /v1/estimate``) and what it measured."""
+    record = await run_in_session(service.create_observation, session, request=request)
+    response.headers["Location"] = f"{router.prefix}/observations/{record.id}"
+    return record
+
+
+@router.get("/observations", response_model=ObservationPage, responses=error_responses(422))
+async def list_observations(
+    session: SessionDep,
+    source: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="Only this source.")
+    ] = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Any:
+    """Observed steps, newest first."""
+    return await run_in_session(
+        service.list_observations, session, plan_id=None, source=source, cursor=cursor, limit=limit
+    )
+
+
+@router.get(
+    "/observations/{observation_id}",
+    response_model=ObservationRecord,
+    responses=error_responses(404),
+)
+async def get_observation(observation_id: ObservationIdPath, session: SessionDep) -> Any:
+    """One observed step with its full scenario."""
+    return await run_in_session(service.get_observation, session, observation_id=observation_id)

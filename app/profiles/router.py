@@ -1,0 +1,41 @@
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response, status
+
+from app.common.pagination import CursorQuery, LimitQuery
+from app.db import SessionDep, run_in_session
+from app.errors import error_responses
+from app.profiles import service
+from app.profiles.schemas import ProfileCreate, ProfilePage, ProfileRecord
+
+router = APIRouter(prefix="/v1/profiles", tags=["calibration"])
+
+ProfileIdPath = Annotated[str, Path(max_length=200, description="Profile id.")]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ProfileRecord,
+    responses=error_responses(400, 413, 422),
+)
+async def create_profile(request: ProfileCreate, session: SessionDep, response: Response) -> Any:
+    """Store a machine profile: the JSON ``autopar profile`` wrote, or nccl-tests output
+    (``all_reduce_perf`` and friends) to parse. ``POST /v1/calibrations`` fits to it."""
+    record = await run_in_session(service.create_profile, session, request=request)
+    response.headers["Location"] = f"{router.prefix}/{record.id}"
+    return record
+
+
+@router.get("", response_model=ProfilePage, responses=error_responses(422))
+async def list_profiles(
+    session: SessionDep, limit: LimitQuery = 50, cursor: CursorQuery = None
+) -> Any:
+    """Profiles, newest first, without their samples."""
+    return await run_in_session(service.list_profiles, session, cursor=cursor, limit=limit)
+
+
+@router.get("/{profile_id}", response_model=ProfileRecord, responses=error_responses(404))
+async def get_profile(profile_id: ProfileIdPath, session: SessionDep) -> Any:
+    """One profile with all its samples."""
+    return await run_in_session(service.get_profile, session, profile_id=profile_id)
