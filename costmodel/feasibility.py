@@ -27,6 +27,12 @@ class Violation(IntFlag):
 OUT_OF_MEMORY = "out of memory:"
 
 
+def impossible_reasons(reasons: list[str]) -> list[str]:
+    """Of an estimate's infeasibility ``reasons``, those that say the plan cannot run at all
+    (GPU count, divisibility, batch): all but out of memory."""
+    return [reason for reason in reasons if not reason.startswith(OUT_OF_MEMORY)]
+
+
 def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
     """Readable reasons for every violated rule; ``facts`` fills in the numbers."""
     f = facts

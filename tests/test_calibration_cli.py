@@ -8,7 +8,7 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import _register_commands, cli
-from app.cli.calibrate_cmd import load_calibration
+from app.cli.calibration_store import load_calibration
 from costmodel.api import estimate
 from costmodel.catalog import load_spec
 
@@ -142,3 +142,22 @@ def test_nccl_import_errors_name_the_file(tmp_path: Path) -> None:
         "--out", str(tmp_path / "p.json"),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+
+
+def test_an_observed_run_the_cluster_cannot_hold_is_refused(tmp_path: Path) -> None:
+    observed = {
+        "model": "llama3-8b",
+        "training": "llama3-8k",
+        "cluster": "dgx-a100-1n",
+        "plan": {"dp": 16, "tp": 1, "pp": 1, "micro_batch_size": 1},  # 16 GPUs on an 8-GPU node
+        "step_time_s": 10.0,
+    }
+    path = tmp_path / "observed.yaml"
+    path.write_text(yaml.safe_dump([observed]))
+    store = tmp_path / "store"
+    result = invoke("calibrate", "-O", str(path), "--name", "x", "--store", str(store))
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert (
+        "item 0: this plan cannot have run here: plan needs dp*tp*pp*cp = 16 GPUs" in result.output
+    )
+    assert not store.exists()

@@ -275,4 +275,4 @@ def test_render_infeasible_estimate_shows_reasons_verbatim() -> None:
 def test_estimate_with_unknown_calibration_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-calibration.json"
     result = run_cli("estimate", *GPT3_ON_H100, "--calibration", str(missing))
-    assert_bad_input(result, "calibration:")
+    assert_bad_input(result, "--calibration:")

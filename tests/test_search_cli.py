@@ -6,9 +6,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from calibration_data import measured, unmeasured_profile
 
+import costmodel
+from app.cli.calibration_store import save_calibration
 from app.cli.search_cmd import layout, parse_constraints
+from costmodel.calibration import fit_calibration
 from costmodel.catalog import load_spec
+from costmodel.params import DEFAULT_PARAMS
+from costmodel.specs import Plan
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "llama3-8b", "--training", "llama3-8k", "--cluster", "dgx-a100-1n"]
@@ -83,3 +89,28 @@ def test_layout_text_names_stages_and_groups() -> None:
         "dp8 h100:32L tp8 → a100-80:18L tp8 → a100-80:18L tp8 → a100-40:12L tp8"
     )
     assert layout(load_spec("plan", "tp8-pp8-dp16")) == "dp16 tp8 pp8 vpp3"
+
+
+def test_a_calibration_prices_the_search(tmp_path: Path) -> None:
+    """Plans ranked with a stored calibration carry its prices: GEMMs at half the efficiency
+    make every plan slower than the uncalibrated search says."""
+    slow = DEFAULT_PARAMS.model_copy(update={"gemm_efficiency_scale": 0.5})
+    profiles, _ = measured([unmeasured_profile()], [], slow)
+    result = fit_calibration(profiles, [], params=["gemm_efficiency_scale"])
+    calibration, _ = save_calibration(tmp_path, "half-gemm", result, inputs={})
+    args = [*SMALL, "--top", "1", "--json"]
+    plain = json.loads(run_cli(*args).stdout)["plans"][0]
+    calibrated_run = run_cli(*args, "--calibration", str(tmp_path / "half-gemm" / "v1.json"))
+    assert calibrated_run.returncode == 0, calibrated_run.stderr
+    calibrated = json.loads(calibrated_run.stdout)["plans"][0]
+    expected = costmodel.estimate(
+        load_spec("model", "llama3-8b"),
+        load_spec("training", "llama3-8k"),
+        load_spec("cluster", "dgx-a100-1n"),
+        Plan.model_validate(calibrated["plan"]),
+        params=calibration.params,
+    )
+    assert calibrated["estimate"]["step_time_s"] == pytest.approx(expected.step_time_s)
+    assert calibrated["estimate"]["step_time_s"] > 1.2 * plain["estimate"]["step_time_s"]
+    missing = run_cli(*args, "--calibration", "no-such-calibration@1")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: --calibration: ")

@@ -3,12 +3,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.common.names import CALIBRATION_NAME_PATTERN
 from app.common.pagination import PageMeta
 from costmodel.calibration import CalibrationResult
 from costmodel.params import EfficiencyParams
 
-# No '@' (it separates the version in references) and nothing a URL or a file name mangles.
-CALIBRATION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 CalibrationName = Annotated[
     str,
     Field(

@@ -1,16 +1,10 @@
-"""``autopar calibrate``: fit the cost model to profiles and observed steps; store the result.
-
-Calibrations are stored as ``<store>/<name>/v<version>.json`` (``--store``, default
-``$AUTOPAR_CALIBRATIONS`` or ``~/.autopar/calibrations``); each run adds a version. A refused
-calibration prints one ``error:`` line, exits with status 2 and stores nothing.
-``load_calibration`` resolves a reference (a file, ``name`` for the latest version or
-``name@version``) for commands that accept ``--calibration``.
+"""``autopar calibrate``: fit the cost model to profiles and observed steps; store the result
+(``app.cli.calibration_store``) as the name's next version. A refused calibration prints one
+``error:`` line, exits with status 2 and stores nothing.
 """
 
 import json
-import os
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,24 +14,22 @@ from pydantic import ValidationError
 
 from app.cli import cli
 from app.cli._common import fail
+from app.cli.calibration_store import STORE_ENV, default_store, save_calibration
+from app.common.names import CALIBRATION_NAME_PATTERN
+from costmodel.api import estimate
 from costmodel.calibration import (
     PARAMETERS,
-    Calibration,
     CalibrationError,
     CalibrationResult,
     fit_calibration,
 )
 from costmodel.catalog import SpecError, load_spec
 from costmodel.errors import format_validation_error
+from costmodel.feasibility import impossible_reasons
 from costmodel.observations import Profile, StepObservation
 
-STORE_ENV = "AUTOPAR_CALIBRATIONS"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_NAME = re.compile(CALIBRATION_NAME_PATTERN)
 _SPEC_FIELDS = ("model", "training", "cluster", "plan")
-
-
-def default_store() -> Path:
-    return Path(os.environ.get(STORE_ENV) or Path.home() / ".autopar" / "calibrations")
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -85,65 +77,23 @@ def load_observations(path: Path) -> list[StepObservation]:
                 except SpecError as exc:
                     fail(f"{where}: {exc}")
         try:
-            observations.append(StepObservation.model_validate(resolved))
+            observation = StepObservation.model_validate(resolved)
         except ValidationError as exc:
             fail(f"{where}: {format_validation_error(exc)}")
+        _check_it_could_run(observation, where)
+        observations.append(observation)
     return observations
 
 
-# ---- the store ----------------------------------------------------------------------------------
-def _versions(store: Path, name: str) -> list[int]:
-    folder = store / name
-    if not folder.is_dir():
-        return []
-    return sorted(
-        int(match.group(1))
-        for entry in folder.iterdir()
-        if (match := re.fullmatch(r"v(\d+)\.json", entry.name))
-    )
-
-
-def save_calibration(
-    store: Path, name: str, result: CalibrationResult, inputs: dict[str, Any]
-) -> tuple[Calibration, Path]:
-    versions = _versions(store, name)
-    calibration = Calibration(
-        name=name,
-        version=(versions[-1] + 1) if versions else 1,
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        inputs=inputs,
-        result=result,
-    )
-    folder = store / name
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"v{calibration.version}.json"
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(calibration.model_dump_json(indent=2) + "\n")
-    partial.replace(path)  # atomic: readers never see half a calibration
-    return calibration, path
-
-
-def load_calibration(reference: str, store: Path | None = None) -> Calibration:
-    """A calibration by file path, ``name`` (latest version) or ``name@version``.
-
-    Raises ``ValueError`` with a one-line message when it cannot be found or read."""
-    path = Path(reference)
-    if not path.is_file():
-        name, _, version = reference.partition("@")
-        store = store or default_store()
-        versions = _versions(store, name)
-        if not versions:
-            raise ValueError(f"no calibration named '{name}' in {store}")
-        if version and (not version.isdigit() or int(version) not in versions):
-            known = ", ".join(f"{name}@{v}" for v in versions)
-            raise ValueError(f"calibration '{reference}' not found; known: {known}")
-        path = store / name / f"v{int(version) if version else versions[-1]}.json"
+def _check_it_could_run(observation: StepObservation, where: str) -> None:
     try:
-        return Calibration.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"calibration file '{path}': {exc.strerror}") from None
-    except ValidationError as exc:
-        raise ValueError(f"calibration file '{path}': {format_validation_error(exc)}") from None
+        priced = estimate(
+            observation.model, observation.training, observation.cluster, observation.plan
+        )
+    except ValueError as exc:
+        fail(f"{where}: {exc}")
+    if impossible := impossible_reasons(priced.reasons):
+        fail(f"{where}: this plan cannot have run here: {'; '.join(impossible)}")
 
 
 # ---- the command --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from rich.text import Text
 import costmodel
 from app.cli import cli
 from app.cli._common import fail, load_or_fail
+from app.cli.calibration_store import CalibrationOption, params_or_fail
 from costmodel.specs import Estimate
 
 _SPEC_HELP = "Preset name (see `autopar presets`) or a JSON/YAML file."
@@ -26,13 +27,7 @@ def estimate_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the full Estimate as JSON.")
     ] = False,
-    calibration: Annotated[
-        str | None,
-        typer.Option(
-            "--calibration",
-            help="Calibration from `autopar calibrate`: a file, NAME or NAME@VERSION.",
-        ),
-    ] = None,
+    calibration: CalibrationOption = None,
 ) -> None:
     """Estimate step time, throughput, memory and cost of one parallelization plan."""
     specs = {
@@ -41,14 +36,7 @@ def estimate_command(
         "cluster": load_or_fail("cluster", cluster),
         "plan": load_or_fail("plan", plan),
     }
-    params = None
-    if calibration is not None:
-        from app.cli.calibrate_cmd import load_calibration
-
-        try:
-            params = load_calibration(calibration).params
-        except ValueError as exc:
-            fail(f"calibration: {exc}")
+    params = params_or_fail(calibration)
     try:
         result = costmodel.estimate(**specs, params=params)
     except ValueError as exc:  # plan does not fit the model/cluster (tp vs heads, GPU count...)

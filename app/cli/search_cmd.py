@@ -20,6 +20,7 @@ from rich.text import Text
 
 from app.cli import cli
 from app.cli._common import fail, load_or_fail
+from app.cli.calibration_store import CalibrationOption, params_or_fail
 from costmodel.specs import Plan
 from search import (
     OBJECTIVES,
@@ -75,6 +76,7 @@ def search_command(
         typer.Option(help="Optuna storage URL (e.g. sqlite:///study.db): resumable study."),
     ] = None,
     study_name: Annotated[str | None, typer.Option(help="Study name in --storage.")] = None,
+    calibration: CalibrationOption = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the result as JSON (progress stays on stderr).")
     ] = False,
@@ -95,6 +97,7 @@ def search_command(
         "global_batch_sizes": global_batch or None,
         "groups": group or None,
         "warm_start": warm_start,
+        "params": params_or_fail(calibration),
     }
     try:
         request = SearchRequest(**fields)

@@ -6,7 +6,6 @@ import re
 from app.common.references import ResolvedSpecs
 from app.errors import InvalidInputError
 from costmodel import estimate
-from costmodel.feasibility import OUT_OF_MEMORY
 from costmodel.params import EfficiencyParams
 from costmodel.specs import Estimate, Plan
 
@@ -28,9 +27,3 @@ def _unpriceable(message: str) -> InvalidInputError:
     match = _BLAMED_FIELD.match(message)
     field, reason = (match.group(1), match.group(2)) if match else ("plan", message)
     return InvalidInputError.at(field, reason, code="invalid_plan")
-
-
-def impossible_reasons(priced: Estimate) -> list[str]:
-    """Why a plan cannot have run as described (GPU count, divisibility, batch...). Out of
-    memory is not among them: a real run that fit shows the memory model's error."""
-    return [reason for reason in priced.reasons if not reason.startswith(OUT_OF_MEMORY)]

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.common.pagination import decode_cursor, encode_cursor, newest_first
-from app.common.pricing import impossible_reasons, price
+from app.common.pricing import price
 from app.common.references import ResolvedSpecs, resolve_specs
 from app.common.text import require_storable
 from app.db import begin_write
@@ -26,6 +26,7 @@ from app.observations.schemas import (
 )
 from app.orm import ObservationRow, PlanRow, SearchRow
 from app.presets.service import plan_preset
+from costmodel.feasibility import impossible_reasons
 from costmodel.observations import StepObservation
 from costmodel.specs import ClusterSpec, ModelSpec, Plan, TrainingSpec
 
@@ -65,7 +66,7 @@ def create_observation(session: Session, *, request: ObservationCreate) -> Obser
         request.plan if isinstance(request.plan, Plan) else plan_preset(request.plan, field="plan")
     )
     priced = price(specs, plan)  # refuses a plan the model cannot price at all
-    if impossible := impossible_reasons(priced):
+    if impossible := impossible_reasons(priced.reasons):
         raise InvalidInputError.at(
             "plan", f"this plan cannot have run here: {'; '.join(impossible)}", code="invalid_plan"
         )
