@@ -100,6 +100,18 @@ def test_observations_file_with_presets_and_inline_specs(tmp_path: Path) -> None
     assert held_out["mape_after"] < 0.05 < held_out["mape_before"]
     assert calibration["result"]["params"]["gemm_efficiency_scale"] < 1.0
 
+    # Recalibrating on top of it: "before" is now its error, not the defaults'.
+    result = invoke(
+        "calibrate", "-O", str(path), "--name", "gpt3", "--params", "per_step_overhead_s",
+        "--base", "gpt3", "--folds", "3", "--store", str(tmp_path / "store"), "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    again = json.loads(result.output)
+    assert again["version"] == 2 and again["inputs"]["base"] == "gpt3@1"
+    assert again["result"]["held_out"][0]["mape_before"] < 0.05 < held_out["mape_before"]
+    result = invoke("calibrate", "-O", str(path), "--name", "x", "--base", "nope@3")
+    assert result.exit_code == 2 and result.output.startswith("error: --base: ")
+
 
 def test_refusals_print_one_line_and_store_nothing(tmp_path: Path) -> None:
     store = tmp_path / "store"

@@ -39,6 +39,12 @@ class CalibrationCreate(BaseModel):
         max_length=100,
         description="Parameters the fit may move (default: all the data constrains).",
     )
+    base: RowId | None = Field(
+        default=None,
+        description="Start from this calibration (id, name@version or name) instead of the "
+        "uncalibrated defaults: recalibrate with new observations, and see the error before "
+        "and after relative to it.",
+    )
     k_folds: int = Field(
         default=5, ge=2, le=50, description="Held-out error: each point predicted without it."
     )

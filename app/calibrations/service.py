@@ -38,10 +38,15 @@ def create_calibration(session: Session, *, request: CalibrationCreate) -> Calib
     require_storable(request.model_dump(exclude_none=True))
     _check_params(request.params)
     profiles, observations, inputs = _inputs(session, request)
+    base = None
+    if request.base is not None:
+        base_row = resolve_calibration(session, key=request.base, field="base")
+        base = params_of(base_row)
+        inputs["base"] = used_calibration(base_row).model_dump()
     session.rollback()  # end the read: the fit holds no transaction open
     try:
         result = fit_calibration(
-            profiles, observations, params=request.params, k_folds=request.k_folds
+            profiles, observations, base=base, params=request.params, k_folds=request.k_folds
         )
     except CalibrationError as exc:
         raise InvalidInputError(

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from app.cli import cli
 from app.cli._common import fail
-from app.cli.calibration_store import STORE_ENV, default_store, save_calibration
+from app.cli.calibration_store import STORE_ENV, default_store, load_calibration, save_calibration
 from app.common.names import CALIBRATION_NAME_PATTERN
 from costmodel.api import estimate
 from costmodel.calibration import (
@@ -112,6 +112,12 @@ def calibrate_command(
         typer.Option("--params", help="Comma-separated parameters to fit (default: all)."),
     ] = None,
     folds: Annotated[int, typer.Option("--folds", min=2, max=50, help="k-fold validation.")] = 5,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Start from this calibration (file, NAME or NAME@VERSION): recalibrate."
+        ),
+    ] = None,
     store: Annotated[
         Path | None, typer.Option("--store", help=f"Calibration store (default ${STORE_ENV}).")
     ] = None,
@@ -127,16 +133,23 @@ def calibrate_command(
             fail(f"--params: unknown {', '.join(unknown)}; choices: {', '.join(PARAMETERS)}")
     profiles = [load_profile(path) for path in profile or []]
     observed = [obs for path in observations or [] for obs in load_observations(path)]
-    try:
-        result = fit_calibration(profiles, observed, params=names, k_folds=folds)
-    except CalibrationError as exc:
-        fail(f"calibration refused: {exc}")
     inputs: dict[str, Any] = {
         "profiles": [p.name for p in profiles],
         "profile_files": [str(path) for path in profile or []],
         "observation_files": [str(path) for path in observations or []],
         "observations": len(observed),
     }
+    start = None
+    if base is not None:
+        try:
+            base_calibration = load_calibration(base, store)
+        except ValueError as exc:
+            fail(f"--base: {exc}")
+        start, inputs["base"] = base_calibration.params, base_calibration.ref
+    try:
+        result = fit_calibration(profiles, observed, base=start, params=names, k_folds=folds)
+    except CalibrationError as exc:
+        fail(f"calibration refused: {exc}")
     calibration, path = save_calibration(store or default_store(), name, result, inputs)
     if json_output:
         print(calibration.model_dump_json(indent=2))

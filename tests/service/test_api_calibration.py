@@ -294,3 +294,33 @@ def test_a_search_priced_with_a_calibration_records_it_on_its_plans(live: Live) 
         f"/v1/plans/{best['id']}/observations", json={"tokens_per_s": tokens / measured_s}
     )
     assert response.json()["step_time_s"] == pytest.approx(measured_s)
+
+
+def test_recalibrating_from_a_base_with_new_runs(client: httpx.Client) -> None:
+    """The loop: a profile-only calibration, then runs observed with it, fitted on top of it."""
+    profile, observed = measured_data()
+    profile_id = post_profile(client, profile)["id"]
+    response = client.post("/v1/calibrations", json={"name": "loop", "profile_ids": [profile_id]})
+    assert response.status_code == 201, response.text
+    first = response.json()
+    assert "per_step_overhead_s" in first["result"]["not_identifiable"]  # no step was seen
+    observation_ids = [post_observation(client, item)["id"] for item in observed]
+    overheads = ["per_step_overhead_s", "per_microbatch_overhead_s"]
+    body = {"name": "loop", "observation_ids": observation_ids, "params": overheads}
+    response = client.post("/v1/calibrations", json={**body, "base": "loop"})
+    assert response.status_code == 201, response.text
+    second = response.json()
+    assert second["ref"] == "loop@2" and second["inputs"]["base"]["ref"] == "loop@1"
+    # "Before" is the base's error on these runs; the fit on top of it removes the rest.
+    (runs,) = second["result"]["held_out"]
+    assert runs["observed_runs"] and runs["mape_after"] < 0.01 < runs["mape_before"]
+    for name in overheads:
+        assert second["params"][name] == pytest.approx(getattr(TRUTH, name), rel=0.1)
+    for name, value in first["params"].items():
+        if name not in overheads:
+            assert second["params"][name] == value  # the base's other parameters carry over
+    # Without the base the same runs start from the defaults: a larger error before.
+    plain = client.post("/v1/calibrations", json={**body, "name": "no-base"}).json()
+    assert plain["result"]["held_out"][0]["mape_before"] > runs["mape_before"]
+    error = assert_error(client.post("/v1/calibrations", json={**body, "base": "nope"}), 422)
+    assert error_fields(error) == ["base"]
