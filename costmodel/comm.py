@@ -19,6 +19,12 @@ import numpy as np
 Array = np.ndarray
 
 
+def scaled(value: Array, scale: float) -> Array:
+    """``value * scale``; the neutral 1.0 (every uncalibrated per-collective scale) skips the
+    array multiply: the vectorized search prices millions of plans through these paths."""
+    return value if scale == 1.0 else value * scale
+
+
 def bus_bandwidth_Bps(n: Array, local: Array, intra_Bps: Array, inter_Bps: Array) -> Array:
     """Achievable bus bandwidth (bytes/s) of a group of n ranks with ``local`` per node."""
     across = np.minimum(intra_Bps, inter_Bps * local)

@@ -37,6 +37,16 @@ class Timing(Spec):
     low_s: float | None = Field(default=None, gt=0, le=1e6, description="10th percentile.")
     high_s: float | None = Field(default=None, gt=0, le=1e6, description="90th percentile.")
     repeats: int = Field(default=1, ge=1, le=10_000_000)
+    trimmed_mean_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        description=(
+            "Mean of the runs between the 10th and 90th percentiles. What a sequence of such "
+            "operations adds up to when their times are heavy-tailed (collectives: see "
+            "CollectiveSample.priced_s), without the rare extremes of other processes."
+        ),
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> "Timing":
@@ -48,7 +58,8 @@ class Timing(Spec):
 
 
 class GemmSample(Timing):
-    """(m x k) @ (k x n) in ``dtype``: 2*m*n*k FLOPs; m plays the tokens' role (stage._gemm_s)."""
+    """(m x k) @ (k x n) in ``dtype``: 2*m*n*k FLOPs; m plays the tokens' role
+    (``stage.gemm_time_s``)."""
 
     m: int = Field(ge=1, le=10_000_000)
     n: int = Field(ge=1, le=10_000_000)
@@ -103,6 +114,17 @@ class CollectiveSample(Timing):
         if self.op == "p2p" and self.ranks != 2:
             raise ValueError("p2p samples are between exactly 2 ranks")
         return self
+
+    @property
+    def priced_s(self) -> float:
+        """The time calibration fits: the trimmed mean when measured, else the median.
+
+        A training step runs its collectives one after another, so it is their mean that adds
+        up. Collective times are bimodal on busy hosts (a run either finds its peer ready or
+        waits a scheduler tick for it), and the median jumps between the modes as their shares
+        cross one half, while the mean moves with the shares smoothly: it is the better
+        predictor of the step and the more repeatable figure."""
+        return self.trimmed_mean_s if self.trimmed_mean_s is not None else self.median_s
 
     @property
     def bus_factor(self) -> float:

@@ -59,8 +59,56 @@ class EfficiencyParams(BaseModel):
         le=1.2,
         description="NCCL bus bandwidth / NIC line rate across nodes (IB/RoCE, ~90%).",
     )
-    intra_node_latency_us: float = Field(default=5.0, ge=0, le=1e6)
-    inter_node_latency_us: float = Field(default=10.0, ge=0, le=1e6)
+    intra_node_latency_us: float = Field(
+        default=5.0,
+        ge=0,
+        le=1e6,
+        description="Per-step latency of an intra-node all-reduce ring (and every other op's "
+        "reference, see the per-collective scales below).",
+    )
+    inter_node_latency_us: float = Field(
+        default=10.0, ge=0, le=1e6, description="As intra_node_latency_us, across nodes."
+    )
+    # Per-collective scales. The link efficiencies and latencies above describe all-reduce, the
+    # collective nccl-tests headlines and data/tensor parallelism mostly runs; these say how
+    # each other op compares with it on the same links. NCCL keeps them close to 1 (its rings
+    # run every op at similar bus bandwidth); other backends do not: gloo on CPUs, for one,
+    # reduces on the host (all-reduce and reduce-scatter slower) and sends point-to-point
+    # without a ring (lower latency, higher bandwidth). Multiplying all-reduce's bus bandwidth
+    # (or per-step latency) by the scale gives the op's; 1.0 leaves every op priced like
+    # all-reduce, as before these existed. Calibration fits them against all-reduce as the
+    # reference, so no scale is ever degenerate with the link efficiencies while all-reduce
+    # is measured (costmodel.calibration.space).
+    all_gather_bandwidth_scale: float = Field(
+        default=1.0, gt=0, le=100, description="All-gather bus bandwidth / all-reduce's."
+    )
+    all_gather_latency_scale: float = Field(
+        default=1.0, gt=0, le=1000, description="All-gather per-step latency / all-reduce's."
+    )
+    reduce_scatter_bandwidth_scale: float = Field(
+        default=1.0, gt=0, le=100, description="Reduce-scatter bus bandwidth / all-reduce's."
+    )
+    reduce_scatter_latency_scale: float = Field(
+        default=1.0, gt=0, le=1000, description="Reduce-scatter per-step latency / all-reduce's."
+    )
+    all_to_all_bandwidth_scale: float = Field(
+        default=1.0, gt=0, le=100, description="All-to-all bandwidth / all-reduce's bus bandwidth."
+    )
+    all_to_all_latency_scale: float = Field(
+        default=1.0, gt=0, le=1000, description="All-to-all per-step latency / all-reduce's."
+    )
+    p2p_bandwidth_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description=(
+            "Point-to-point bandwidth (pipeline sends, context-parallel ring passes) / "
+            "all-reduce's bus bandwidth."
+        ),
+    )
+    p2p_latency_scale: float = Field(
+        default=1.0, gt=0, le=1000, description="Point-to-point latency / all-reduce's per step."
+    )
     grad_reduce_overlap: float = Field(
         default=0.9,
         ge=0,

@@ -12,8 +12,12 @@ formulas and their sources:
 - Memory-bound elementwise kernels (norms, residual adds, dropout, activation functions):
   bytes moved / (HBM bandwidth * efficiency), from the tensors Korthikanti et al. Sec. 4.1 lists.
 - Tensor parallelism: 2 all-reduces per layer forward and 2 backward (Megatron-LM, Shoeybi et
-  al. 2019 Fig. 4); with sequence parallelism each becomes reduce-scatter + all-gather of the
-  same total cost (Korthikanti et al. Sec. 4.2.2).
+  al. 2019 Fig. 4), one each for the vocabulary-parallel embedding (forward) and output layer
+  (backward), 3 small ones in the vocabulary-parallel cross-entropy; with sequence parallelism
+  each but the loss's becomes reduce-scatter + all-gather of the same total volume
+  (Korthikanti et al. Sec. 4.2.2).
+- Every collective runs at all-reduce's bus bandwidth and per-step latency on its links times
+  that op's scales (``EfficiencyParams.*_bandwidth_scale`` / ``*_latency_scale``, neutral 1.0).
 - Context parallelism: ring attention passes K and V around the cp ring (cp - 1 hops), hidden
   behind the attention core when it is faster.
 - Expert parallelism: dispatch + combine all-to-all per MoE layer, forward and backward
@@ -31,12 +35,17 @@ import numpy as np
 
 from costmodel import comm
 from costmodel.context import ADAM_STEP_BYTES_PER_PARAM, ModelContext
+from costmodel.params import EfficiencyParams
 
 Array = np.ndarray
 GIB = float(1024**3)
 
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 RECOMPUTE_CODES = {"none": RECOMPUTE_NONE, "selective": RECOMPUTE_SELECTIVE, "full": RECOMPUTE_FULL}
+# FlashAttention's backward recomputes the scores: 2.5x its forward FLOPs (Dao et al. 2022
+# Sec. 3.1), where GEMMs and elementwise kernels take 2x (input and weight gradients).
+# Calibration prices measured attention backward passes with the same factor.
+FLASH_BACKWARD_FACTOR = 2.5
 
 
 @dataclass
@@ -134,6 +143,15 @@ class StageCosts:
         )
 
 
+def _sequence_parallel_scales(params: EfficiencyParams) -> tuple[float, float]:
+    """Bandwidth and latency scales that turn a ring all-reduce into reduce-scatter followed by
+    all-gather: each moves half the all-reduce's volume and takes half its latency steps, so
+    the pair's bandwidth is the harmonic mean of the two and its latency the mean."""
+    rs_bw, ag_bw = params.reduce_scatter_bandwidth_scale, params.all_gather_bandwidth_scale
+    rs_lat, ag_lat = params.reduce_scatter_latency_scale, params.all_gather_latency_scale
+    return 2.0 / (1.0 / rs_bw + 1.0 / ag_bw), 0.5 * (rs_lat + ag_lat)
+
+
 def _by_recompute(mode: Array, *, full: Array, selective: Array) -> Array:
     """Extra forward work of each recompute mode (0 for none)."""
     return np.where(
@@ -141,7 +159,9 @@ def _by_recompute(mode: Array, *, full: Array, selective: Array) -> Array:
     )
 
 
-def _gemm_s(flops: Array, tokens: Array, n: Array, k: Array, hw: Hardware, half: float) -> Array:
+def gemm_time_s(
+    flops: Array, tokens: Array, n: Array, k: Array, hw: Hardware, half: float
+) -> Array:
     """Time of GEMMs totalling ``flops`` whose shape is (tokens x k) @ (k x n).
 
     Efficiency rolls off with the GEMM's size d = min(tokens, sqrt(n * k)) as d / (d + half):
@@ -159,7 +179,7 @@ def _layer_forward_gemm_s(ctx: ModelContext, st: StageInputs, hw: Hardware, toke
     h, tp = shape.hidden, st.tp
 
     def gemm(n: Array, k: Array, rows: Array = tokens) -> Array:
-        return _gemm_s(2 * rows * n * k, rows, n, k, hw, half)
+        return gemm_time_s(2 * rows * n * k, rows, n, k, hw, half)
 
     qkv_out = (shape.q_width + 2 * shape.kv_width) / tp
     attention = gemm(qkv_out, h) + gemm(h, shape.q_width / tp)
@@ -298,7 +318,7 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     moe_fwd = attn_gemm + moe_mlp + core + moe_elem
     layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd
     vocab_tp = shape.vocab / st.tp
-    head_fwd = _gemm_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, params.gemm_half_dim)
+    head_fwd = gemm_time_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, params.gemm_half_dim)
     # Cross-entropy over the vocabulary shard, forward + backward, in HBM bytes per logit:
     # implementations range from ~6-12 B (flash-attn's fused xentropy: read the 16-bit logits
     # twice, write the gradient) to ~30-36 B (Megatron's vocab-parallel and PyTorch's unfused
@@ -309,9 +329,11 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     loss_s = tokens * vocab_tp * loss_B_per_logit / (hw.hbm_Bps * params.memory_bound_efficiency)
     embed_s = tokens * h * a * 3.0 / (hw.hbm_Bps * params.memory_bound_efficiency)
     forward = layers_fwd + st.has_head * (head_fwd + loss_s / 3.0) + st.has_embedding * embed_s
-    # FlashAttention's backward recomputes the scores, running 2.5x its forward FLOPs (Dao et
-    # al. 2022 Sec. 3.1); GEMMs and elementwise kernels take 2x (input and weight gradients).
-    attention_bwd_extra = 0.5 * layers * core if ctx.flash_attention else 0.0
+    # GEMMs and elementwise kernels take 2x their forward (input and weight gradients); the
+    # fused attention core FLASH_BACKWARD_FACTOR x, the excess over 2x added here.
+    attention_bwd_extra = (
+        (FLASH_BACKWARD_FACTOR - 2.0) * layers * core if ctx.flash_attention else 0.0
+    )
     backward = (
         2.0 * layers_fwd
         + attention_bwd_extra
@@ -327,6 +349,15 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         st.tp, tp_local, params.intra_node_latency_us * 1e-6, params.inter_node_latency_us * 1e-6
     )
     one_allreduce = comm.all_reduce_s(tokens * h * a, st.tp, tp_busbw, tp_lat)
+    sp_bw_scale, sp_lat_scale = _sequence_parallel_scales(params)
+    if (sp_bw_scale, sp_lat_scale) != (1.0, 1.0):
+        # Sequence parallelism runs reduce-scatter + all-gather in place of each all-reduce:
+        # the ring all-reduce's bandwidth term split in halves at the two ops' bandwidths.
+        one_allreduce = np.where(
+            st.sequence_parallel > 0,
+            comm.all_reduce_s(tokens * h * a, st.tp, tp_busbw * sp_bw_scale, tp_lat * sp_lat_scale),
+            one_allreduce,
+        )
     # Forward: 2 collectives per layer (+2 when full recompute re-runs the forward), on the
     # critical path unless tp_comm_overlap pipelines them with the GEMMs. Backward: Megatron-LM
     # overlaps its 2 collectives with the weight-gradient GEMMs (Korthikanti et al. Table 4
@@ -336,16 +367,29 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     tp_forward = tp_forward * np.where(
         st.tp_comm_overlap > 0, 1.0 - params.tp_comm_overlap_fraction, 1.0
     )
-    weight_grad_s = st.dense_layers * (attn_gemm + dense_mlp) + st.moe_layers * (
-        attn_gemm + moe_mlp
+    # Vocabulary-parallel embedding and output layer (Megatron-LM VocabParallelEmbedding,
+    # vocab_parallel_cross_entropy): the embedding's output is all-reduced forward (with
+    # sequence parallelism reduce-scattered, its gradient all-gathered backward), on the
+    # critical path; the output layer's input gradient backward, behind its weight-gradient
+    # GEMM like the layers'; the loss all-reduces 3 fp32 numbers per token (logit maximum,
+    # sum of exponentials, target logit), latency-bound.
+    loss_allreduce = comm.all_reduce_s(tokens * 4.0, st.tp, tp_busbw, tp_lat)
+    tp_forward = tp_forward + st.has_embedding * one_allreduce + st.has_head * 3.0 * loss_allreduce
+    weight_grad_s = (
+        st.dense_layers * (attn_gemm + dense_mlp)
+        + st.moe_layers * (attn_gemm + moe_mlp)
+        + st.has_head * head_fwd
     )
-    tp_backward = layers * 2.0 * one_allreduce
+    tp_backward = (layers * 2.0 + st.has_head) * one_allreduce
     tp_backward = np.maximum(params.overlap_interference * tp_backward, tp_backward - weight_grad_s)
     tp_comm = tp_forward + tp_backward
 
     # ---- context-parallel ring exchange ----------------------------------------------------------
     cp_local = comm.ranks_per_node(st.cp, st.tp, hw.gpus_per_node)
-    cp_bw = np.where(cp_local >= st.cp, hw.intra_Bps, hw.inter_Bps)
+    # Ring attention passes K/V blocks with send/recv: point-to-point bandwidth.
+    cp_bw = comm.scaled(
+        np.where(cp_local >= st.cp, hw.intra_Bps, hw.inter_Bps), params.p2p_bandwidth_scale
+    )
     kv_chunk_B = tokens * 2 * shape.kv_width / st.tp * a
     cp_hops = st.cp - 1
     cp_fwd = cp_hops * kv_chunk_B / cp_bw
@@ -356,14 +400,15 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     # ---- expert-parallel all-to-all --------------------------------------------------------------
     ep_local = comm.ranks_per_node(st.ep, st.tp * st.cp, hw.gpus_per_node)
     dispatch_B = tokens * shape.top_k * h * a / np.where(st.sequence_parallel > 0, st.tp, 1)
+    a2a_bw = params.all_to_all_bandwidth_scale
     one_a2a = comm.all_to_all_s(
         dispatch_B,
         st.ep,
         ep_local,
-        hw.intra_Bps,
-        hw.inter_Bps,
+        comm.scaled(hw.intra_Bps, a2a_bw),
+        comm.scaled(hw.inter_Bps, a2a_bw),
         np.where(ep_local >= st.ep, params.intra_node_latency_us, params.inter_node_latency_us)
-        * 1e-6,
+        * (1e-6 * params.all_to_all_latency_scale),
     )
     a2a_per_layer = 4.0 + np.where(st.recompute == RECOMPUTE_FULL, 2.0, 0.0)
     ep_comm = st.moe_layers * a2a_per_layer * one_a2a
@@ -372,9 +417,12 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     # Scatter/gather optimization (Narayanan et al. SC'21 Sec. 4.1): each tensor-parallel rank
     # sends 1/t of the boundary activation; the receiving node all-gathers it over NVLink.
     boundary_B = tokens * h * a / st.tp
-    pp_comm = np.where(
-        st.pp > 1, 2.0 * st.vpp * comm.p2p_s(boundary_B, st.pp_Bps, st.pp_latency_s), 0.0
+    pp_send = comm.p2p_s(
+        boundary_B,
+        comm.scaled(st.pp_Bps, params.p2p_bandwidth_scale),
+        comm.scaled(st.pp_latency_s, params.p2p_latency_scale),
     )
+    pp_comm = np.where(st.pp > 1, 2.0 * st.vpp * pp_send, 0.0)
 
     # ---- parameters held by this stage (per GPU) -------------------------------------------------
     dense_per_layer = shape.attention_params + shape.dense_mlp_params
@@ -429,22 +477,38 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     grad_reduce = comm.all_reduce_s(
         replicated_params * ctx.grad_bytes, shard, dp_busbw, dp_lat
     ) + comm.all_reduce_s(expert_params * ctx.grad_bytes, expert_shard, expert_busbw, dp_lat)
-    # ZeRO-1/2: reduce-scatter gradients, then all-gather the updated 16-bit weights.
-    sharded_reduce = (
-        comm.reduce_scatter_s(replicated_params * ctx.grad_bytes, shard, dp_busbw, dp_lat)
-        + comm.all_gather_s(replicated_params * ctx.weight_bytes, shard, dp_busbw, dp_lat)
-        + comm.reduce_scatter_s(expert_params * ctx.grad_bytes, expert_shard, expert_busbw, dp_lat)
-        + comm.all_gather_s(expert_params * ctx.weight_bytes, expert_shard, expert_busbw, dp_lat)
+    # The same links at each op's bus bandwidth and latency (all-reduce is the reference).
+    ag_bw, ag_lat = params.all_gather_bandwidth_scale, params.all_gather_latency_scale
+    rs_bw, rs_lat = params.reduce_scatter_bandwidth_scale, params.reduce_scatter_latency_scale
+    ag_busbw, ag_expert_busbw, ag_dp_lat = (
+        comm.scaled(dp_busbw, ag_bw),
+        comm.scaled(expert_busbw, ag_bw),
+        comm.scaled(dp_lat, ag_lat),
     )
+    rs_busbw, rs_expert_busbw, rs_dp_lat = (
+        comm.scaled(dp_busbw, rs_bw),
+        comm.scaled(expert_busbw, rs_bw),
+        comm.scaled(dp_lat, rs_lat),
+    )
+    gather_weights = comm.all_gather_s(
+        replicated_params * ctx.weight_bytes, shard, ag_busbw, ag_dp_lat
+    )
+    scatter_grads = comm.reduce_scatter_s(
+        replicated_params * ctx.grad_bytes, shard, rs_busbw, rs_dp_lat
+    )
+    gather_expert_weights = comm.all_gather_s(
+        expert_params * ctx.weight_bytes, expert_shard, ag_expert_busbw, ag_dp_lat
+    )
+    scatter_expert_grads = comm.reduce_scatter_s(
+        expert_params * ctx.grad_bytes, expert_shard, rs_expert_busbw, rs_dp_lat
+    )
+    # ZeRO-1/2: reduce-scatter gradients, then all-gather the updated 16-bit weights.
+    sharded_reduce = scatter_grads + gather_weights + scatter_expert_grads + gather_expert_weights
     # ZeRO-3 / FSDP: every micro-batch all-gathers weights for forward and again for backward
     # and reduce-scatters its gradients (PyTorch FSDP reshard_after_forward), hidden behind
     # that micro-batch's compute when prefetching keeps up.
     zero3_per_mb = (
-        2.0 * comm.all_gather_s(replicated_params * ctx.weight_bytes, shard, dp_busbw, dp_lat)
-        + comm.reduce_scatter_s(replicated_params * ctx.grad_bytes, shard, dp_busbw, dp_lat)
-        + 2.0
-        * comm.all_gather_s(expert_params * ctx.weight_bytes, expert_shard, expert_busbw, dp_lat)
-        + comm.reduce_scatter_s(expert_params * ctx.grad_bytes, expert_shard, expert_busbw, dp_lat)
+        2.0 * gather_weights + scatter_grads + 2.0 * gather_expert_weights + scatter_expert_grads
     )
     mb_compute = forward + backward + recompute
     zero3_hidden_cost = np.maximum(

@@ -1,6 +1,10 @@
 """Shared by the CPU calibration demonstrations: the plans, the cluster a profile describes,
 and pricing plans with a set of efficiency parameters."""
 
+from pathlib import Path
+
+import numpy as np
+
 from app.profiling.minigpt import GptShape, TrainPlan
 from costmodel.api import estimate
 from costmodel.observations import Profile, StepObservation
@@ -69,11 +73,35 @@ def ranks(values: list[float]) -> list[int]:
     return result
 
 
-def discordant_pairs(measured: list[float], predicted: list[float]) -> int:
-    """Plan pairs the prediction orders differently from the measurement."""
-    count = 0
-    for i in range(len(measured)):
-        for j in range(i + 1, len(measured)):
-            if (measured[i] - measured[j]) * (predicted[i] - predicted[j]) < 0:
-                count += 1
-    return count
+def discordant_pairs(
+    measured: list[float], predicted: list[float], pairs: list[tuple[int, int]] | None = None
+) -> int:
+    """Plan pairs (all of them, or ``pairs``) the prediction orders differently from the
+    measurement."""
+    if pairs is None:
+        pairs = [(i, j) for i in range(len(measured)) for j in range(i + 1, len(measured))]
+    return sum(
+        1 for i, j in pairs if (measured[i] - measured[j]) * (predicted[i] - predicted[j]) < 0
+    )
+
+
+def resolved_pairs(step_times_s: list[list[float]]) -> list[tuple[int, int]]:
+    """Plan pairs whose measured order is beyond the measurement's own spread: their
+    interquartile ranges of step times do not overlap. Pairs closer than that would swap
+    between two measurements of the same machine, so no model can be held to their order."""
+    quartiles = [(float(np.percentile(t, 25)), float(np.percentile(t, 75))) for t in step_times_s]
+    pairs = []
+    for i in range(len(quartiles)):
+        for j in range(i + 1, len(quartiles)):
+            (low_i, high_i), (low_j, high_j) = quartiles[i], quartiles[j]
+            if high_i < low_j or high_j < low_i:
+                pairs.append((i, j))
+    return pairs
+
+
+def load_average() -> str:
+    """The 1-minute load average: above the ranks' own ~2, someone else shared the cores."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"

@@ -13,7 +13,9 @@ cost model prices each plan with
   - parameters calibrated on the profile alone (no training step seen),
   - parameters calibrated on the profile plus the OTHER plans' measured steps (leave-one-out:
     the closed loop, each plan predicted by a calibration that never saw it);
-and the table reports each prediction's error and whether the plans come out in measured order.
+and the table reports each prediction's error and whether the plans come out in measured order:
+over all pairs of plans, and over the pairs whose measured difference exceeds the measurement's
+spread (interquartile ranges of the step times apart; ``calibration_common.resolved_pairs``).
 """
 
 import argparse
@@ -27,9 +29,11 @@ from calibration_common import (
     PLANS,
     SHAPE,
     discordant_pairs,
+    load_average,
     observation,
     predict,
     ranks,
+    resolved_pairs,
 )
 
 from app.profiling.launcher import run_ranks
@@ -40,14 +44,8 @@ from costmodel.observations import Profile
 from costmodel.params import DEFAULT_PARAMS
 
 
-def load_average() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().split()[0]
-    except OSError:
-        return "?"
-
-
-def measure(profile: Profile, steps: int, warmup: int, rounds: int) -> list[float]:
+def measure(profile: Profile, steps: int, warmup: int, rounds: int) -> list[list[float]]:
+    """Per plan, every timed step (s)."""
     results = run_ranks(
         measure_plans,
         (SHAPE, PLANS, GLOBAL_BATCH, steps, warmup, rounds),
@@ -55,7 +53,7 @@ def measure(profile: Profile, steps: int, warmup: int, rounds: int) -> list[floa
         backend="gloo",
         threads_per_rank=profile.device.threads_per_rank,
     )
-    return [float(result["median_step_s"]) for result in results]
+    return [[float(t) for t in result["step_times_s"]] for result in results]
 
 
 def main() -> int:
@@ -64,7 +62,7 @@ def main() -> int:
     parser.add_argument("--measured", type=Path, help="reuse step times from an earlier --out file")
     parser.add_argument("--out", type=Path, help="write figures as JSON here")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per plan and round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over all plans")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds over all plans")
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args()
 
@@ -78,11 +76,14 @@ def main() -> int:
             args.out.with_suffix(".profile.json").write_text(profile.model_dump_json(indent=1))
     print(f"profile: {profile.name}, {profile.sample_count} samples ({profile.gpu.name})")
     if args.measured:
-        measured = json.loads(args.measured.read_text())["measured_s"]
+        earlier = json.loads(args.measured.read_text())
+        # Files from before step times were kept: each median stands for its plan's spread.
+        step_times = earlier.get("step_times_s") or [[t] for t in earlier["measured_s"]]
     else:
-        measured = measure(profile, args.steps, args.warmup, args.rounds)
-        if args.out:
-            args.out.write_text(json.dumps({"measured_s": measured}))
+        step_times = measure(profile, args.steps, args.warmup, args.rounds)
+    measured = [float(np.median(times)) for times in step_times]
+    if args.out and not args.measured:
+        args.out.write_text(json.dumps({"measured_s": measured, "step_times_s": step_times}))
     print(f"measured {len(PLANS)} plans ({time.perf_counter() - started:.0f} s so far)")
 
     default = [predict(profile, plan, DEFAULT_PARAMS) for plan in PLANS]
@@ -116,22 +117,36 @@ def main() -> int:
             row += f"{values[index]:>13.3f} ({100 * error:+5.1f}%)"
         print(row)
     print(f"{'measured rank':<22}{'':>10}" + f"{ranks(measured)!s:>22}")
+    spread = [
+        float(np.percentile(times, 75) - np.percentile(times, 25)) / float(np.median(times))
+        for times in step_times
+    ]
+    print(
+        f"{'measured IQR/median':<22}{'':>10}"
+        + " ".join(f"{100 * value:.0f}%" for value in spread)
+        + f" ({sum(len(times) for times in step_times)} steps)"
+    )
+    resolved = resolved_pairs(step_times)
+    all_pairs = len(PLANS) * (len(PLANS) - 1) // 2
     summary = {}
     for name, values in columns.items():
         errors = np.abs(np.array(values) / np.array(measured) - 1)
         pairs = discordant_pairs(measured, values)
+        resolved_swapped = discordant_pairs(measured, values, resolved)
         summary[name] = {
             "mape": float(errors.mean()),
             "max_error": float(errors.max()),
             "within_25pct": int(np.sum(errors <= 0.25)),
             "discordant_pairs": pairs,
+            "resolved_pairs": len(resolved),
+            "discordant_resolved_pairs": resolved_swapped,
             "ranks": ranks(values),
         }
         print(
             f"{name:<22} MAPE {100 * errors.mean():5.1f}%  max {100 * errors.max():5.1f}%  "
             f"within 25%: {int(np.sum(errors <= 0.25))}/{len(PLANS)}  "
-            f"order: {ranks(values)} ({pairs} of {len(PLANS) * (len(PLANS) - 1) // 2} pairs "
-            "swapped)"
+            f"order: {ranks(values)} ({pairs} of {all_pairs} pairs swapped; "
+            f"{resolved_swapped} of the {len(resolved)} pairs apart beyond the spread)"
         )
     print("\nprofile-only calibration moved:")
     for change in profile_only.moved:
@@ -153,6 +168,7 @@ def main() -> int:
                 {
                     "plans": [plan.label for plan in PLANS],
                     "measured_s": measured,
+                    "step_times_s": step_times,
                     **{f"predicted_{name}": values for name, values in columns.items()},
                     "summary": summary,
                     "profile": json.loads(profile.model_dump_json()),

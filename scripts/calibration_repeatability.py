@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from calibration_common import PLANS, predict
+from calibration_common import PLANS, load_average, predict
 
 from app.profiling.runner import ProfileOptions, run_profile
 from costmodel.calibration import fit_calibration
@@ -52,7 +52,9 @@ def main() -> int:
             options = ProfileOptions(
                 mode="full" if args.full else "default", ranks=2, name=f"take-{index + 1}"
             )
+            before = load_average()
             profiles.append(run_profile(options))
+            print(f"take {index + 1}: load average {before} before, {load_average()} after")
             if args.save:
                 args.save.mkdir(parents=True, exist_ok=True)
                 path = args.save / f"take-{index + 1}.json"

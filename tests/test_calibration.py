@@ -5,134 +5,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from calibration_data import (
+    GPU,
+    TRUTH,
+    measured,
+    observations,
+    unmeasured_profile,
+)
 
 from app.profiling.nccl_tests import parse_nccl_tests
 from costmodel.calibration import CalibrationError, fit_calibration
 from costmodel.calibration.points import PointSet
 from costmodel.hardware import CATALOG
 from costmodel.observations import (
-    AttentionSample,
     CollectiveSample,
     DeviceInfo,
     GemmSample,
-    MemorySample,
     Profile,
-    StepObservation,
 )
-from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
-from costmodel.specs import ClusterSpec, GpuSpec, ModelSpec, NodeGroup, Plan, TrainingSpec
-
-GPU = GpuSpec(
-    name="cpu-test",
-    bf16_tflops=0.2,
-    fp32_tflops=0.1,
-    hbm_gib=8,
-    hbm_GBps=20,
-    intra_node_GBps=5,
-    gemm_efficiency=0.8,
-)
-TRUTH = EfficiencyParams(
-    gemm_efficiency_scale=0.9,
-    gemm_half_dim=96,
-    attention_efficiency=0.35,
-    memory_bound_efficiency=0.5,
-    intra_node_efficiency=0.6,
-    intra_node_latency_us=40,
-    per_microbatch_overhead_s=0.002,
-    per_step_overhead_s=0.02,
-)
-MODEL = ModelSpec(num_layers=4, hidden_size=256, num_attention_heads=8, vocab_size=8192)
-CLUSTER = ClusterSpec(groups=[NodeGroup(name="cpu", gpu=GPU, num_nodes=1, gpus_per_node=2)])
-PLANS = [
-    Plan(dp=1, tp=1, pp=1, micro_batch_size=8),
-    Plan(dp=1, tp=1, pp=1, micro_batch_size=2),
-    Plan(dp=2, tp=1, pp=1, micro_batch_size=8),
-    Plan(dp=2, tp=1, pp=1, micro_batch_size=2),
-    Plan(dp=1, tp=1, pp=2, micro_batch_size=2),
-    Plan(dp=1, tp=2, pp=1, micro_batch_size=8, sequence_parallel=False),
-]
-SHAPES = [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024)]
-SHAPES += [(2048, 768, 256), (2048, 256, 1024)]
-
-
-def unmeasured_profile(gpu: GpuSpec = GPU) -> Profile:
-    """Sample shapes with placeholder times (filled in by ``measured``)."""
-    return Profile(
-        name="synthetic",
-        device=DeviceInfo(name="synthetic cpu", kind="cpu", ranks=2, ranks_per_node=2),
-        gpu=gpu,
-        gemm=[GemmSample(m=m, n=n, k=k, dtype="fp32", median_s=1.0) for m, n, k in SHAPES],
-        memory=[
-            MemorySample(kernel=kernel, bytes=size, dtype="fp32", median_s=1.0)
-            for kernel in ("add", "gelu")
-            for size in (1e7, 1e8)
-        ],
-        attention=[
-            AttentionSample(
-                batch=2,
-                heads=8,
-                seq_length=seq,
-                head_dim=32,
-                dtype="fp32",
-                direction=direction,
-                median_s=1.0,
-            )
-            for seq in (128, 256, 512)
-            for direction in ("forward", "backward")
-        ],
-        collectives=[
-            CollectiveSample(
-                op=op, size_B=size, ranks=2, ranks_per_node=2, median_s=1.0, source="gloo"
-            )
-            for op in ("all_reduce", "all_gather", "p2p")
-            for size in (1e3, 1e5, 1e7)
-        ],
-    )
-
-
-def observations(training: TrainingSpec | None = None) -> list[StepObservation]:
-    training = training or TrainingSpec(seq_length=128, global_batch_size=16, precision="fp32")
-    return [
-        StepObservation(
-            name=f"plan{index}",
-            source="cpu runs",
-            model=MODEL,
-            training=training,
-            cluster=CLUSTER,
-            plan=plan,
-            step_time_s=1.0,
-        )
-        for index, plan in enumerate(PLANS)
-    ]
-
-
-def measured(
-    profiles: list[Profile],
-    observed: list[StepObservation],
-    params: EfficiencyParams,
-    factors: list[float] | None = None,
-) -> tuple[list[Profile], list[StepObservation]]:
-    """The same inputs with every time replaced by the model's prediction under ``params``
-    (times ``factors``: measurement noise)."""
-    points = PointSet.build(profiles, observed)
-    times = iter(points.predict(params, np.arange(len(points))) * (factors or 1.0))
-
-    def timed(samples: list) -> list:
-        return [s.model_copy(update={"median_s": float(next(times))}) for s in samples]
-
-    profiles = [
-        p.model_copy(
-            update={
-                "gemm": timed(p.gemm),
-                "attention": timed(p.attention),
-                "memory": timed(p.memory),
-                "collectives": timed(p.collectives),
-            }
-        )
-        for p in profiles
-    ]
-    observed = [o.model_copy(update={"step_time_s": float(next(times))}) for o in observed]
-    return profiles, observed
+from costmodel.params import DEFAULT_PARAMS
+from costmodel.specs import TrainingSpec
 
 
 def test_recovers_the_parameters_that_generated_the_data() -> None:
@@ -268,3 +160,84 @@ def test_outliers_among_many_micro_benchmarks_are_only_warned_about() -> None:
     repeats = [s.model_copy(update={"median_s": s.median_s * 3}) for s in series[:3]]
     with pytest.raises(CalibrationError, match=r"contradicting samples .* \(3 of 12\)"):
         fit_calibration([profile.model_copy(update={"collectives": [*series, *repeats]})])
+
+
+# ---- per-collective bandwidth and latency -----------------------------------------------------
+PER_OP_TRUTH = TRUTH.model_copy(
+    update={
+        "all_gather_bandwidth_scale": 0.8,
+        "all_gather_latency_scale": 0.5,
+        "reduce_scatter_bandwidth_scale": 0.3,
+        "all_to_all_latency_scale": 2.0,
+        "p2p_bandwidth_scale": 2.0,
+        "p2p_latency_scale": 0.25,
+    }
+)
+
+
+def collectives_profile(ops: tuple[str, ...]) -> Profile:
+    """Each op from latency-bound (1 KiB) to bandwidth-bound (16 MiB) messages."""
+    samples = [
+        CollectiveSample(op=op, size_B=4.0**e, ranks=2, ranks_per_node=2, median_s=1.0)
+        for op in ops
+        for e in range(5, 13)
+    ]
+    return Profile(name="p", device=DeviceInfo(name="cpu"), gpu=GPU, collectives=samples)
+
+
+def test_recovers_each_collective_s_bandwidth_and_latency_against_all_reduce() -> None:
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+    (profile,), _ = measured([collectives_profile(ops)], [], PER_OP_TRUTH)
+    result = fit_calibration([profile])
+    fitted = {change.name: change.after for change in result.changes}
+    scales = [f"{op}_{kind}_scale" for op in ops[1:] for kind in ("bandwidth", "latency")]
+    for name in ("intra_node_efficiency", "intra_node_latency_us", *scales):
+        assert fitted[name] == pytest.approx(getattr(PER_OP_TRUTH, name), rel=0.03), name
+    # What moved is exactly what differs from the defaults (all-to-all bandwidth does not).
+    differs = {name for name in scales if getattr(PER_OP_TRUTH, name) != 1.0}
+    moved = {change.name for change in result.moved}
+    assert moved == {"intra_node_efficiency", "intra_node_latency_us", *differs}
+    assert result.held_out_mape_after < 0.01 < result.held_out_mape_before
+
+
+def test_collectives_without_samples_leave_their_scales_alone() -> None:
+    (profile,), _ = measured([collectives_profile(("all_reduce", "p2p"))], [], PER_OP_TRUTH)
+    result = fit_calibration([profile])
+    assert result.params.p2p_bandwidth_scale == pytest.approx(2.0, rel=0.03)
+    unmeasured = {
+        f"{op}_{kind}_scale"
+        for op in ("all_gather", "reduce_scatter", "all_to_all")
+        for kind in ("bandwidth", "latency")
+    }
+    assert unmeasured <= set(result.not_identifiable)
+    assert all(getattr(result.params, name) == 1.0 for name in unmeasured)
+
+
+def test_one_collective_alone_calibrates_the_links_not_its_scale() -> None:
+    # Without all-reduce (the reference), an all-gather-only profile cannot tell its links from
+    # its own scale: the link parameters take the change, the scales are reported degenerate.
+    (profile,), _ = measured([collectives_profile(("all_gather",))], [], PER_OP_TRUTH)
+    result = fit_calibration([profile])
+    assert set(result.fitted) == {"intra_node_efficiency", "intra_node_latency_us"}
+    assert {"all_gather_bandwidth_scale", "all_gather_latency_scale"} <= set(
+        result.not_identifiable
+    )
+    # 0.6 x 0.8: what all-gather's bus bandwidth really is.
+    assert result.params.intra_node_efficiency == pytest.approx(0.48, rel=0.03)
+    assert result.held_out_mape_after < 0.01
+
+
+def test_collectives_are_fitted_to_their_trimmed_mean() -> None:
+    # Times of a run of collectives add up by their mean: a profile whose trimmed means sit
+    # 30% above the medians calibrates to links 30% slower than the medians alone say.
+    ops = ("all_reduce", "p2p")
+    (profile,), _ = measured([collectives_profile(ops)], [], PER_OP_TRUTH)
+    by_median = fit_calibration([profile])
+    skewed = [
+        s.model_copy(update={"trimmed_mean_s": 1.3 * s.median_s, "high_s": 2 * s.median_s})
+        for s in profile.collectives
+    ]
+    by_mean = fit_calibration([profile.model_copy(update={"collectives": skewed})])
+    ratio = by_median.params.intra_node_efficiency / by_mean.params.intra_node_efficiency
+    assert ratio == pytest.approx(1.3, rel=0.02)
+    assert by_mean.params.p2p_bandwidth_scale == pytest.approx(2.0, rel=0.03)

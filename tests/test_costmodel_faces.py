@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from costmodel import ClusterSpec, ModelSpec, TrainingSpec, estimate, estimate_many
+from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 
 MODEL = ModelSpec(
     name="llama-like-13b",
@@ -50,21 +51,38 @@ def random_plans(rng: np.random.Generator, size: int) -> dict[str, np.ndarray]:
     }
 
 
+# Every per-collective scale away from neutral: the paths that apply them (sequence-parallel
+# TP, ZeRO, all-to-all, pipeline and context-parallel sends) must agree between the faces too.
+PER_OP = EfficiencyParams(
+    all_gather_bandwidth_scale=0.8,
+    all_gather_latency_scale=1.5,
+    reduce_scatter_bandwidth_scale=0.6,
+    reduce_scatter_latency_scale=2.0,
+    all_to_all_bandwidth_scale=0.7,
+    all_to_all_latency_scale=3.0,
+    p2p_bandwidth_scale=1.3,
+    p2p_latency_scale=0.5,
+)
+
+
+@pytest.mark.parametrize("params", [DEFAULT_PARAMS, PER_OP], ids=["default", "per-op"])
 @pytest.mark.parametrize("model", [MODEL, MOE], ids=["dense", "moe"])
-def test_scalar_and_vectorized_faces_agree_on_random_plans(model: ModelSpec) -> None:
+def test_scalar_and_vectorized_faces_agree_on_random_plans(
+    model: ModelSpec, params: EfficiencyParams
+) -> None:
     rng = np.random.default_rng(7)
     plans = random_plans(rng, 120)
     plans["vpp"] = np.where(plans["pp"] == 1, 1, plans["vpp"])
     if model.moe is None:
         plans["ep"] = np.ones(120, dtype=int)
-    many = estimate_many(model, TRAINING, CLUSTER, plans)
+    many = estimate_many(model, TRAINING, CLUSTER, plans, params=params)
     recompute_names = ["none", "selective", "full"]
     for i in range(120):
         plan = {name: int(values[i]) for name, values in plans.items()}
         plan["recompute"] = recompute_names[plan["recompute"]]
         for flag in ("offload_optimizer", "overlap_grad_reduce", "tp_comm_overlap"):
             plan[flag] = bool(plan[flag])
-        one = estimate(model, TRAINING, CLUSTER, plan)
+        one = estimate(model, TRAINING, CLUSTER, plan, params=params)
         assert one.feasible == bool(many["feasible"][i]), (plan, one.reasons)
         assert one.step_time_s == pytest.approx(many["step_time_s"][i], rel=1e-12)
         assert one.tokens_per_s == pytest.approx(many["tokens_per_s"][i], rel=1e-12)

@@ -1,14 +1,18 @@
 """Each formula against its published source."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from costmodel import ClusterSpec, ModelSpec, TrainingSpec, comm, estimate
 from costmodel.context import ModelContext
 from costmodel.flops import model_flops_per_token, total_params
-from costmodel.params import DEFAULT_PARAMS
+from costmodel.hardware_arrays import group_hardware
+from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.pipeline import schedule_from_stage_times
-from costmodel.stage import StageInputs, _activation_bytes_per_layer
+from costmodel.specs import NodeGroup
+from costmodel.stage import StageInputs, _activation_bytes_per_layer, stage_costs
 
 GPT22B = ModelSpec(
     name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, vocab_size=51200
@@ -180,3 +184,38 @@ def test_bigger_gpus_and_more_tensor_parallel_bandwidth_help():
     # tp spanning nodes (16 > 8 GPUs per node) is slower than tp inside a node.
     across = estimate(GPT22B, training, _cluster("A100-80GB"), {**plan, "tp": 16, "dp": 8})
     assert across.time_breakdown_s.tp_comm > a100.time_breakdown_s.tp_comm
+
+
+def test_each_collective_scale_prices_only_its_own_op():
+    """Per-collective scales multiply all-reduce's bus bandwidth (and per-step latency) where
+    that op runs, and nowhere else; at 1.0 every op is priced as before they existed."""
+    training = TrainingSpec(seq_length=S, global_batch_size=B)
+    ctx = ModelContext.build(GPT22B, training, DEFAULT_PARAMS)
+    hw = group_hardware(NodeGroup(name="g", gpu="A100-80GB", num_nodes=1), "bf16", DEFAULT_PARAMS)
+    base = replace(_inputs(T, 0, 0), dp=2 * np.ones(1), pp=2 * np.ones(1), pp_Bps=hw.intra_Bps)
+    base = replace(base, pp_latency_s=np.full(1, 5e-6))
+
+    def costs(inputs: StageInputs, hardware=hw, **scales: float):
+        return stage_costs(
+            ModelContext.build(GPT22B, training, EfficiencyParams(**scales)), inputs, hardware
+        )
+
+    reference = costs(base)
+    assert reference.tp_comm_s == stage_costs(ctx, base, hw).tp_comm_s
+    # Point-to-point: the pipeline sends, and only they.
+    p2p = costs(base, p2p_bandwidth_scale=0.5, p2p_latency_scale=2.0)
+    boundary_B = B * S * H * 2 / T
+    expected = 2 * (boundary_B / (0.5 * hw.intra_Bps[0]) + 2 * 5e-6)
+    assert p2p.pp_comm_s[0] == pytest.approx(expected, rel=1e-12)
+    assert p2p.tp_comm_s == reference.tp_comm_s and p2p.dp_comm_s == reference.dp_comm_s
+    # Sequence parallelism swaps each all-reduce for reduce-scatter + all-gather: at half
+    # all-reduce's bandwidth both, TP traffic costs what it would on links half as fast.
+    sp = replace(base, sequence_parallel=np.array([1]))
+    halved = costs(sp, reduce_scatter_bandwidth_scale=0.5, all_gather_bandwidth_scale=0.5)
+    slow_links = replace(hw, intra_Bps=hw.intra_Bps / 2, inter_Bps=hw.inter_Bps / 2)
+    assert halved.tp_comm_s[0] == pytest.approx(costs(sp, slow_links).tp_comm_s[0], rel=1e-12)
+    assert costs(base, all_gather_bandwidth_scale=0.5).tp_comm_s == reference.tp_comm_s
+    # ZeRO-1 reduce-scatters gradients and all-gathers weights; ZeRO-0 all-reduces.
+    zero1 = replace(base, zero_stage=np.array([1]))
+    assert costs(zero1, all_gather_bandwidth_scale=0.5).dp_comm_s > costs(zero1).dp_comm_s
+    assert costs(base, all_gather_bandwidth_scale=0.5).dp_comm_s == reference.dp_comm_s

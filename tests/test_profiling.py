@@ -11,6 +11,7 @@ from torch.nn import functional  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from app.cli import _register_commands, cli  # noqa: E402
+from app.profiling.collectives import COMPUTE_BURST_S  # noqa: E402
 from app.profiling.launcher import run_ranks  # noqa: E402
 from app.profiling.minigpt import (  # noqa: E402
     GptShape,
@@ -19,6 +20,7 @@ from app.profiling.minigpt import (  # noqa: E402
     measure_plans,
     vocab_parallel_cross_entropy,
 )
+from app.profiling.timing import summarize  # noqa: E402
 from costmodel.observations import Profile  # noqa: E402
 
 _register_commands()
@@ -40,6 +42,9 @@ def test_profile_command_measures_this_machine(tmp_path: Path) -> None:
     for sample in timed:
         assert sample.repeats >= 5  # never a single-shot timing
         assert sample.low_s <= sample.median_s <= sample.high_s
+        assert sample.low_s <= sample.trimmed_mean_s <= sample.high_s
+    # CPU collectives are timed after a burst of compute, as training runs them.
+    assert profile.settings["collectives_after_compute_s"] == COMPUTE_BURST_S
     assert {s.direction for s in profile.attention} == {"forward", "backward"}
     # A CPU is described by nominal peaks derived from what was measured.
     best = max(s.flops / s.median_s for s in profile.gemm if s.dtype == "fp32")
@@ -92,3 +97,16 @@ def test_vocab_parallel_loss_and_embedding_equal_the_full_ones() -> None:
     assert errors["loss"] < 1e-5
     assert errors["grad"] < 1e-6
     assert errors["lookup"] == 0.0
+
+
+def test_bimodal_timings_keep_a_trimmed_mean_that_moves_smoothly() -> None:
+    # A collective that either finds its peer ready (0.5 ms) or waits a tick for it (4 ms):
+    # the median jumps between the modes as their shares cross one half, the trimmed mean
+    # follows the shares (and ignores the one 80 ms hiccup of another process).
+    def runs(slow: int) -> list[float]:
+        return [0.5e-3] * (40 - slow) + [4e-3] * slow + [80e-3]
+
+    below, above = summarize(runs(19)), summarize(runs(21))
+    assert above.median_s / below.median_s == pytest.approx(8.0)
+    assert above.trimmed_mean_s / below.trimmed_mean_s < 1.2
+    assert below.low_s <= below.trimmed_mean_s <= below.high_s

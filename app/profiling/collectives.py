@@ -3,6 +3,16 @@
 Every rank runs the same sequence; each timed run starts after a barrier so ranks enter together,
 and a collective's time is the slowest rank's median (the group finishes when its last member
 does). Point-to-point is a ping-pong between ranks 0 and 1: one-way time = round trip / 2.
+
+On CPU ranks each timed collective follows a burst of compute (``COMPUTE_BURST_S`` of GEMMs),
+as it does in training, where every tensor-parallel all-reduce, pipeline send and gradient
+bucket comes right after the GEMMs that produced it. Entered from an idle rank, a gloo
+collective finds its threads awake and its peer already waiting; after compute, the ranks
+arrive with their compute jitter between them and the backend's threads must first be
+scheduled again. On a 2-core machine a 1 MiB all-reduce timed idle took a median ~0.6 ms, after
+~10 ms of GEMMs ~4 ms, and inside a 2-way tensor-parallel training step ~3.4 ms: the idle
+figure would price training's collectives 5x too cheap. GPUs do not need this (NCCL kernels
+are launched on a stream and timed by their own synchronization).
 Sizes follow nccl-tests (``costmodel.observations``): all-gather is timed by its output buffer,
 reduce-scatter by its input buffer.
 """
@@ -17,6 +27,9 @@ import torch.distributed as dist
 from app.profiling.timing import DEFAULT, Timed, TimingPolicy, summarize
 from costmodel.observations import CollectiveOp, CollectiveSample
 
+# Compute before each timed CPU collective: about one small layer's GEMMs between two of
+# training's collectives (the mini-GPT of scripts/calibration_cpu_e2e.py runs ~5-20 ms there).
+COMPUTE_BURST_S = 5e-3
 OPS: tuple[CollectiveOp, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 # torch 2.13 renamed the tensor variants; older releases only have the *_tensor names.
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -53,14 +66,40 @@ def _operation(
     return ping_pong
 
 
+def compute_burst(seconds: float) -> Callable[[], None]:
+    """GEMMs for about ``seconds`` (a fixed count, sized once, so every run does the same work
+    and ranks differ only by their own jitter)."""
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    out = torch.empty(256, 256)
+    torch.matmul(a, b, out=out)
+    start = time.perf_counter()
+    for _ in range(10):
+        torch.matmul(a, b, out=out)
+    per_gemm_s = max((time.perf_counter() - start) / 10, 1e-7)
+    count = max(1, round(seconds / per_gemm_s))
+    # Every rank must do the same work: agree on the slowest rank's count.
+    agreed = torch.tensor([count], dtype=torch.int64)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+    count = int(agreed[0])
+
+    def burst() -> None:
+        for _ in range(count):
+            torch.matmul(a, b, out=out)
+
+    return burst
+
+
 def _time_collective(
     operation: Callable[[], None] | None,
     policy: TimingPolicy,
     sync: Callable[[], object],
     device: torch.device,
+    before: Callable[[], None] | None = None,
 ) -> list[float]:
     def run_once() -> float:
         dist.barrier()
+        if before is not None:
+            before()
         start = time.perf_counter()
         if operation:
             operation()
@@ -90,11 +129,12 @@ def collective_samples(
     """Run on every rank; returns the samples on rank 0 (an empty list elsewhere)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    before = compute_burst(COMPUTE_BURST_S) if device.type == "cpu" else None
     # Backends set up connections and buffers on first use: one untimed round of every op.
     for op in ops:
         if op != "p2p" or world >= 2:
             _time_collective(
-                _operation(op, min(sizes_B), device, rank, world), policy, sync, device
+                _operation(op, min(sizes_B), device, rank, world), policy, sync, device, before
             )
     samples = []
     for op in ops:
@@ -102,7 +142,7 @@ def collective_samples(
             continue
         for size in sizes_B:
             operation = _operation(op, size, device, rank, world)
-            durations = _time_collective(operation, policy, sync, device)
+            durations = _time_collective(operation, policy, sync, device, before)
             if op == "p2p":
                 durations = [d / 2 for d in durations]
             timed = summarize(durations)

@@ -3,12 +3,15 @@
 All ranks run the compute benchmarks at the same time (each rank is one "device": a GPU, or on
 CPUs a process with ``threads_per_rank`` threads), so the figures reflect devices that are busy
 together as in training -- shared memory bandwidth, power and clocks; rank 0's numbers are kept.
+The compute sweep runs in ``compute_rounds`` rounds, each with its share of the repeats, and
+every kernel keeps its middle round: a busy spell of the machine (another process for a few
+seconds) slows one round of a few kernels, not a kernel's whole measurement, and is voted out.
 The collectives follow. Sizes per sweep keep the default run under a minute on a 2-core CPU
 machine; ``tiny`` is for tests (seconds), ``full`` sweeps wider.
 """
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -17,7 +20,7 @@ import torch.distributed as dist
 
 from app.profiling import compute, timing
 from app.profiling.catalog_match import match_catalog
-from app.profiling.collectives import OPS, collective_samples
+from app.profiling.collectives import COMPUTE_BURST_S, OPS, collective_samples
 from app.profiling.device import device_info, nominal_gpu, slug, software_versions
 from app.profiling.launcher import run_ranks
 from costmodel.observations import Profile
@@ -34,6 +37,8 @@ class Sweep:
     attention_shapes: list[tuple[int, int, int, int]]
     collective_sizes_B: list[int]
     policy: timing.TimingPolicy = field(default=timing.DEFAULT)
+    collective_policy: timing.TimingPolicy | None = None  # None: ``policy``
+    compute_rounds: int = 1  # odd: each compute kernel keeps its middle round
 
 
 def _powers(low: int, high: int, factor: int) -> list[int]:
@@ -66,6 +71,7 @@ def sweep_for(kind: str, mode: Mode) -> Sweep:
             attention_shapes=[(4, 16, 1024, 128), (2, 16, 2048, 128), (1, 32, 4096, 128)],
             collective_sizes_B=_powers(4 * KiB, (1024 if mode == "full" else 256) * MiB, 4),
             policy=timing.FULL if mode == "full" else timing.DEFAULT,
+            compute_rounds=3,
         )
     squares = [(n, n, n) for n in _powers(128, 2048 if mode == "full" else 1024, 2)]
     transformer = [(2048, n, k) for n, k in ((256, 256), (768, 256), (1024, 256), (256, 1024))]
@@ -77,6 +83,8 @@ def sweep_for(kind: str, mode: Mode) -> Sweep:
         attention_shapes=[(2, 8, 128, 32), (2, 8, 256, 32), (2, 8, 512, 32), (1, 4, 1024, 64)],
         collective_sizes_B=_powers(4 * KiB, (64 if mode == "full" else 16) * MiB, 4),
         policy=timing.FULL if mode == "full" else timing.DEFAULT,
+        collective_policy=timing.FULL if mode == "full" else timing.CPU_COLLECTIVES,
+        compute_rounds=3,
     )
 
 
@@ -114,12 +122,23 @@ def _measure_rank(sweep: Sweep, kind: str, collectives: bool, ranks: int, source
     torch.manual_seed(rank)
     policy = sweep.policy
     align = dist.barrier
-    gemm = compute.gemm_samples(device, sweep.gemm_shapes, sweep.dtypes, policy, align)
-    memory = compute.memory_samples(device, sweep.memory_mib, "fp32", policy, align)
+    # Each round takes its share of the time a kernel is timed for (not fewer than
+    # min_repeats runs), so rounds cost about what one long measurement would.
+    per_round = replace(policy, min_total_s=policy.min_total_s / sweep.compute_rounds)
     attention_dtypes = [d for d in sweep.dtypes if d != "tf32"][:1]
-    attention = compute.attention_samples(
-        device, sweep.attention_shapes, attention_dtypes, policy, align
-    )
+    rounds = [
+        (
+            compute.gemm_samples(device, sweep.gemm_shapes, sweep.dtypes, per_round, align),
+            compute.memory_samples(device, sweep.memory_mib, "fp32", per_round, align),
+            compute.attention_samples(
+                device, sweep.attention_shapes, attention_dtypes, per_round, align
+            ),
+        )
+        for _ in range(sweep.compute_rounds)
+    ]
+    gemm = timing.middle_round([take[0] for take in rounds])
+    memory = timing.middle_round([take[1] for take in rounds])
+    attention = timing.middle_round([take[2] for take in rounds])
     dist.barrier()
     comms = []
     if collectives and ranks > 1:
@@ -129,7 +148,7 @@ def _measure_rank(sweep: Sweep, kind: str, collectives: bool, ranks: int, source
             device=device,
             ranks_per_node=ranks,
             source=source,
-            policy=policy,
+            policy=sweep.collective_policy or policy,
         )
     dump = [sample.model_dump() for sample in (*gemm, *memory, *attention, *comms)]
     return {
@@ -173,6 +192,8 @@ def run_profile(options: ProfileOptions | None = None) -> Profile:
         )
     settings = {f"sweep_{key}": str(value) for key, value in asdict(sweep).items()}
     settings.update({"mode": options.mode, "ranks": ranks, "threads_per_rank": threads or 0})
+    if kind == "cpu":
+        settings["collectives_after_compute_s"] = COMPUTE_BURST_S
     return draft.model_copy(
         update={
             "gpu": gpu,

@@ -8,8 +8,9 @@ is inside the measurement.
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -26,6 +27,14 @@ class TimingPolicy:
 QUICK = TimingPolicy(warmup=1, min_repeats=5, max_repeats=7, min_total_s=0.0, min_run_s=1e-4)
 DEFAULT = TimingPolicy()
 FULL = TimingPolicy(warmup=3, min_repeats=10, max_repeats=200, min_total_s=1.0, min_run_s=1e-3)
+# Collectives on CPU ranks (gloo) are bimodal (a run finds its peer ready, or waits a scheduler
+# tick for it) with a spread of 10x between the modes: their trimmed mean needs more repeats
+# than the default gives compute kernels (60) to be repeatable to ~10-15% per sample. Each run
+# costs a barrier and a compute burst besides the collective: about 30 s of the default
+# profile's minute on a 2-core machine.
+CPU_COLLECTIVES = TimingPolicy(
+    warmup=2, min_repeats=10, max_repeats=90, min_total_s=0.4, min_run_s=2e-4
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class Timed:
     low_s: float
     high_s: float
     repeats: int
+    trimmed_mean_s: float
 
     def as_fields(self) -> dict[str, float | int]:
         return {
@@ -41,6 +51,7 @@ class Timed:
             "low_s": self.low_s,
             "high_s": self.high_s,
             "repeats": self.repeats,
+            "trimmed_mean_s": self.trimmed_mean_s,
         }
 
 
@@ -49,13 +60,18 @@ def _noop() -> None:
 
 
 def summarize(durations: list[float]) -> Timed:
+    """Median, 10th/90th percentiles, and the mean of the runs between those percentiles."""
     values = np.asarray(durations, dtype=float)
     median = float(np.median(values))
+    low = min(median, float(np.percentile(values, 10)))
+    high = max(median, float(np.percentile(values, 90)))
+    inside = values[(values >= low) & (values <= high)]
     return Timed(
         median_s=median,
-        low_s=min(median, float(np.percentile(values, 10))),
-        high_s=max(median, float(np.percentile(values, 90))),
+        low_s=low,
+        high_s=high,
         repeats=len(durations),
+        trimmed_mean_s=float(inside.mean()) if inside.size else median,
     )
 
 
@@ -86,3 +102,23 @@ def measure(
         durations.append(elapsed / inner)
         total += elapsed
     return summarize(durations)
+
+
+class _Median(Protocol):
+    @property
+    def median_s(self) -> float: ...
+
+
+Sample = TypeVar("Sample", bound=_Median)
+
+
+def middle_round(rounds: Sequence[Sequence[Sample]]) -> list[Sample]:
+    """The same measurements taken in several rounds: per position, the round whose median is
+    the middle one (the median of medians, so a round that a busy spell of the machine slowed
+    down, or that ran unusually fast, is outvoted by the others)."""
+    if len(rounds) == 1:
+        return list(rounds[0])
+    return [
+        sorted(takes, key=lambda sample: sample.median_s)[len(takes) // 2]
+        for takes in zip(*rounds, strict=True)
+    ]

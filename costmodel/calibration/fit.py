@@ -42,6 +42,11 @@ _DEGRADATION_TOLERANCE = 1e-3
 BOUND_MIN_GAIN = 0.1
 # A parameter "moved" when it changed by more than this in solver units (1% for ratios).
 _MOVED = 0.01
+# A Jacobian column (normalized) with less than this left once the earlier parameters' columns
+# are projected out is degenerate with them: forward differences of _FD_STEP are accurate to
+# about _FD_STEP relative, so anything below that is noise, not information.
+_DEGENERATE = 1e-3
+_ORDER = {name: index for index, name in enumerate(PARAMETERS)}
 
 
 @dataclass
@@ -125,7 +130,15 @@ def _gemm_cap(profiles: Sequence[Profile], observations: Sequence[StepObservatio
 
 
 def _identifiable(problem: _Problem, everything: np.ndarray) -> np.ndarray:
-    """Which parameters some point depends on (a nonzero Jacobian column at the start)."""
+    """Which parameters the data can tell apart: some point depends on it (a nonzero Jacobian
+    column at the start), and not only in a way another parameter already explains.
+
+    Columns are taken in ``PARAMETERS`` order and each is orthogonalized against the ones kept
+    before it (Gram-Schmidt on the weighted Jacobian); one with (almost) nothing left moves the
+    predictions exactly as a combination of earlier parameters does. Profiles measuring only
+    all-gather, say, cannot tell ``inter_node_efficiency`` from ``all_gather_bandwidth_scale``:
+    the link parameter, listed first, is fitted and the per-op scale reported as not
+    identifiable, rather than the two splitting the change by their priors."""
     r0 = problem.residuals(problem.start, everything)
     jac = solver.forward_jacobian(
         lambda x: problem.residuals(x, everything),
@@ -135,7 +148,24 @@ def _identifiable(problem: _Problem, everything: np.ndarray) -> np.ndarray:
         problem.lower,
         problem.upper,
     )
-    return np.sqrt(np.sum(problem.weights(everything)[:, None] * jac**2, axis=0)) > 1e-9
+    weighted = np.sqrt(problem.weights(everything))[:, None] * jac
+    norms = np.linalg.norm(weighted, axis=0)
+    identifiable = norms > 1e-9
+    order = sorted(range(len(problem.specs)), key=lambda j: _ORDER[problem.specs[j].name])
+    basis: list[np.ndarray] = []
+    for j in order:
+        if not identifiable[j]:
+            continue
+        column = weighted[:, j] / norms[j]
+        for _ in range(2):  # twice: classical Gram-Schmidt loses orthogonality once
+            for direction in basis:
+                column = column - (direction @ column) * direction
+        remaining = float(np.linalg.norm(column))
+        if remaining < _DEGENERATE:
+            identifiable[j] = False
+        else:
+            basis.append(column / remaining)
+    return identifiable
 
 
 def _check_bounds(problem: _Problem, solution: solver.Solution) -> None:

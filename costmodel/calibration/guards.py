@@ -18,12 +18,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from costmodel import comm
-from costmodel.calibration.points import FLASH_BACKWARD_FACTOR, PointSet, node_group
+from costmodel.calibration.points import PointSet, node_group
 from costmodel.calibration.space import PARAMETERS
 from costmodel.hardware import peak_tflops
 from costmodel.hardware_arrays import group_hardware
 from costmodel.observations import Profile
 from costmodel.params import EfficiencyParams
+from costmodel.stage import FLASH_BACKWARD_FACTOR
 
 REPEAT_RATIO = 1.5
 SERIES_RATIO = 2.0

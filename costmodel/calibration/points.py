@@ -3,14 +3,15 @@
 Profile samples are priced with the cost model's own kernel formulas, so a parameter fitted on
 micro-benchmarks means what the model means by it:
 
-- GEMM: ``stage._gemm_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim)) with
+- GEMM: ``stage.gemm_time_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim)) with
   d = min(m, sqrt(n k)) for (m x k) @ (k x n)), the catalog efficiency scaled by
   ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware`` does.
 - Fused attention: FLOPs on the full s x s square / (16-bit peak x attention_efficiency), the
-  backward at ``FLASH_BACKWARD_FACTOR`` times the forward (``stage.stage_costs``).
+  backward at ``stage.FLASH_BACKWARD_FACTOR`` times the forward (as ``stage.stage_costs``).
 - Memory-bound kernels: bytes / (HBM bandwidth x memory_bound_efficiency).
 - Collectives: ``comm`` (nccl-tests bus-bandwidth factors, ring/tree latency terms) over the
-  links ``group_hardware`` derives for a node group shaped like the sample's ranks.
+  links ``group_hardware`` derives for a node group shaped like the sample's ranks, at the op's
+  bandwidth and latency scales (``COLLECTIVE_SCALES``; all-reduce is the reference).
 
 Observed steps are priced by ``estimate(..., params=...)`` itself.
 """
@@ -35,11 +36,16 @@ from costmodel.observations import (
 )
 from costmodel.params import EfficiencyParams
 from costmodel.specs import Estimate, GpuSpec, NodeGroup
-from costmodel.stage import Hardware, _gemm_s
+from costmodel.stage import FLASH_BACKWARD_FACTOR, Hardware, gemm_time_s
 
-# FlashAttention's backward recomputes the scores: 2.5x the forward FLOPs (Dao et al. 2022,
-# Sec. 3.1), as stage.stage_costs prices it (2x like every kernel + 0.5x attention_bwd_extra).
-FLASH_BACKWARD_FACTOR = 2.5
+# Per op: the EfficiencyParams fields scaling all-reduce's bus bandwidth and per-step latency
+# into that op's (stage.stage_costs applies the same ones where the op runs).
+COLLECTIVE_SCALES: dict[str, tuple[str, str]] = {
+    "all_gather": ("all_gather_bandwidth_scale", "all_gather_latency_scale"),
+    "reduce_scatter": ("reduce_scatter_bandwidth_scale", "reduce_scatter_latency_scale"),
+    "all_to_all": ("all_to_all_bandwidth_scale", "all_to_all_latency_scale"),
+    "p2p": ("p2p_bandwidth_scale", "p2p_latency_scale"),
+}
 
 Predict = Callable[[EfficiencyParams, np.ndarray], np.ndarray]
 
@@ -91,7 +97,9 @@ def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
             chosen = dtypes[members] == dtype
             rows = members[chosen]
             hw = _hardware(gpu, str(dtype), params)
-            out[chosen] = _gemm_s(flops[rows], m[rows], n[rows], k[rows], hw, params.gemm_half_dim)
+            out[chosen] = gemm_time_s(
+                flops[rows], m[rows], n[rows], k[rows], hw, params.gemm_half_dim
+            )
         return out
 
     points = [
@@ -205,6 +213,13 @@ def collective_family(gpu: GpuSpec, samples: Sequence[CollectiveSample]) -> Fami
         latency = comm.link_latency_s(
             n, per_node, params.intra_node_latency_us * 1e-6, params.inter_node_latency_us * 1e-6
         )
+        bandwidth_scale, latency_scale = np.ones(members.size), np.ones(members.size)
+        for name, (bandwidth_field, latency_field) in COLLECTIVE_SCALES.items():
+            chosen = op == name
+            bandwidth_scale[chosen] = getattr(params, bandwidth_field)
+            latency_scale[chosen] = getattr(params, latency_field)
+        intra, inter = intra * bandwidth_scale, inter * bandwidth_scale
+        latency = latency * latency_scale
         busbw = comm.bus_bandwidth_Bps(n, per_node, intra, inter)
         return np.select(
             [op == "all_reduce", op == "all_to_all", op == "p2p"],
@@ -224,7 +239,7 @@ def collective_family(gpu: GpuSpec, samples: Sequence[CollectiveSample]) -> Fami
             key=f"collective|{gpu.name}|{s.op}|{s.size_B:.0f}|{s.ranks}|{s.ranks_per_node}",
             series=f"{gpu.name}|{s.op}|{s.ranks}|{s.ranks_per_node}",
             size=s.size_B,
-            measured=s.median_s,
+            measured=s.priced_s,
         )
         for s in samples
     ]

@@ -39,7 +39,11 @@ class CalibrationResult(_Result):
     base: EfficiencyParams = Field(description="What the fit started from (and falls back to).")
     fitted: list[str] = Field(description="Parameters the fit was allowed to move.")
     not_identifiable: list[str] = Field(
-        default_factory=list, description="Requested parameters no measurement depends on."
+        default_factory=list,
+        description=(
+            "Requested parameters no measurement depends on, or only as parameters listed "
+            "before them do (degenerate: the data cannot tell them apart)."
+        ),
     )
     changes: list[ParamChange]
     in_sample: list[SourceError]

@@ -56,6 +56,47 @@ class ParamSpec:
         return self.to_solver(self.lower), self.to_solver(self.upper)
 
 
+# Per-collective scales multiply all-reduce's bus bandwidth and per-step latency (EfficiencyParams).
+# Their prior is tighter than the link parameters' (a factor of 2 against 3): where the data
+# cannot tell a link change from a per-op one, the link parameter takes it. Bandwidth scales are
+# bounded at 1/50..50: beyond that an op is not "the same links" any more. A latency scale may
+# rest at its (near-zero) lower bound: an op with no measurable fixed cost.
+_FACTOR_2 = float(np.log(2.0))
+_COLLECTIVE_OPS = {
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "all_to_all": "all-to-all",
+    "p2p": "point-to-point",
+}
+
+
+def _collective_specs() -> list[ParamSpec]:
+    specs = []
+    for op, label in _COLLECTIVE_OPS.items():
+        specs.append(
+            ParamSpec(
+                f"{op}_bandwidth_scale",
+                f"{label} bandwidth (x all-reduce)",
+                "log",
+                0.02,
+                50.0,
+                prior_sigma=_FACTOR_2,
+            )
+        )
+        specs.append(
+            ParamSpec(
+                f"{op}_latency_scale",
+                f"{label} latency (x all-reduce)",
+                "log",
+                1e-3,
+                1e3,
+                resting_lower=True,
+                prior_sigma=_FACTOR_2,
+            )
+        )
+    return specs
+
+
 PARAMETERS: dict[str, ParamSpec] = {
     spec.name: spec
     for spec in (
@@ -75,6 +116,7 @@ PARAMETERS: dict[str, ParamSpec] = {
         ParamSpec(
             "inter_node_latency_us", "inter-node latency (us)", "log", 0.05, 1e5, resting_lower=True
         ),
+        *_collective_specs(),
         ParamSpec(
             "grad_reduce_overlap",
             "DP overlap with backward",
