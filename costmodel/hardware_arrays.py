@@ -29,9 +29,7 @@ def group_hardware(
     gpu = resolve_gpu(group.gpu)
     intra_GBps, inter_GBps = group_links_GBps(group)
     attention_precision = {"fp8": "bf16"}.get(precision, precision)
-    efficiency = min(
-        1.0, (gpu.gemm_efficiency or DEFAULT_GEMM_EFFICIENCY) * params.gemm_efficiency_scale
-    )
+    efficiency = (gpu.gemm_efficiency or DEFAULT_GEMM_EFFICIENCY) * params.gemm_efficiency_scale
 
     def full(value: float) -> np.ndarray:
         return np.full(size, float(value))
@@ -39,7 +37,10 @@ def group_hardware(
     return Hardware(
         gemm_peak_Fps=full(peak_tflops(gpu, precision) * 1e12),
         attention_peak_Fps=full(peak_tflops(gpu, attention_precision) * 1e12),
-        gemm_efficiency=full(efficiency),
+        gemm_efficiency=full(min(1.0, efficiency * params.gemm_dtype_scale(precision))),
+        attention_gemm_efficiency=full(
+            min(1.0, efficiency * params.gemm_dtype_scale(attention_precision))
+        ),
         hbm_Bps=full(gpu.hbm_GBps * 1e9),
         capacity_gib=full(gpu.hbm_gib),
         intra_Bps=full(intra_GBps * 1e9 * params.intra_node_efficiency),

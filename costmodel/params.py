@@ -11,11 +11,33 @@ from pydantic import BaseModel, ConfigDict, Field
 class EfficiencyParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def gemm_dtype_scale(self, precision: str) -> float:
+        """This datatype's GEMM efficiency relative to the 16-bit one."""
+        if precision == "fp8":
+            return self.gemm_fp8_scale
+        if precision in ("fp32", "tf32"):
+            return self.gemm_fp32_scale
+        return 1.0
+
     gemm_efficiency_scale: float = Field(
         default=1.0,
         gt=0,
         le=2,
         description="Multiplies each GPU's catalog gemm_efficiency (calibration knob).",
+    )
+    # Per-datatype GEMM efficiency against the 16-bit one (BF16/FP16, which the catalog's
+    # gemm_efficiency describes). Datasheet peaks double from 16 to 8 bits, achieved FP8
+    # throughput less so (per-tensor scaling, casts, and the same memory traffic), and FP32/TF32
+    # GEMMs sit on other units with their own efficiency; 1.0 (uncalibrated) prices every
+    # datatype at the 16-bit efficiency, and calibration fits these from GEMMs of that datatype.
+    gemm_fp8_scale: float = Field(
+        default=1.0, gt=0, le=10, description="FP8 GEMM efficiency / the 16-bit GEMM efficiency."
+    )
+    gemm_fp32_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=10,
+        description="FP32 and TF32 GEMM efficiency / the 16-bit GEMM efficiency.",
     )
     gemm_half_dim: float = Field(
         default=256.0,

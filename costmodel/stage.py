@@ -55,6 +55,7 @@ class Hardware:
     gemm_peak_Fps: Array  # FLOP/s of the GEMM datatype
     attention_peak_Fps: Array  # 16-bit peak (attention runs in bf16/fp16 even under FP8)
     gemm_efficiency: Array
+    attention_gemm_efficiency: Array  # unfused attention's GEMMs, in the attention datatype
     hbm_Bps: Array
     capacity_gib: Array
     intra_Bps: Array  # scale-up, per GPU, one direction (already x NCCL efficiency)
@@ -209,7 +210,10 @@ def _attention_core_forward_s(ctx: ModelContext, st: StageInputs, hw: Hardware, 
         return flops / (hw.attention_peak_Fps * params.attention_efficiency)
     head_dim = shape.q_width / shape.heads
     gemm = flops / (
-        hw.attention_peak_Fps * hw.gemm_efficiency * head_dim / (head_dim + params.gemm_half_dim)
+        hw.attention_peak_Fps
+        * hw.attention_gemm_efficiency
+        * head_dim
+        / (head_dim + params.gemm_half_dim)
     )
     # Fused scale-mask-softmax reads and writes the score matrix (2 + 2 bytes per element);
     # dropout adds a read, a write and a 1-byte mask (Korthikanti et al. Sec. 4.1).

@@ -14,8 +14,10 @@ from calibration_data import (
 )
 
 from app.profiling.nccl_tests import parse_nccl_tests
+from costmodel.api import estimate
 from costmodel.calibration import CalibrationError, fit_calibration
 from costmodel.calibration.points import PointSet
+from costmodel.catalog import load_spec
 from costmodel.hardware import CATALOG
 from costmodel.observations import (
     CollectiveSample,
@@ -24,7 +26,7 @@ from costmodel.observations import (
     Profile,
 )
 from costmodel.params import DEFAULT_PARAMS
-from costmodel.specs import TrainingSpec
+from costmodel.specs import Plan, TrainingSpec
 
 
 def test_recovers_the_parameters_that_generated_the_data() -> None:
@@ -241,3 +243,56 @@ def test_collectives_are_fitted_to_their_trimmed_mean() -> None:
     ratio = by_median.params.intra_node_efficiency / by_mean.params.intra_node_efficiency
     assert ratio == pytest.approx(1.3, rel=0.02)
     assert by_mean.params.p2p_bandwidth_scale == pytest.approx(2.0, rel=0.03)
+
+
+def gemm_profile(dtypes: tuple[str, ...]) -> Profile:
+    """GEMMs of an H100 in ``dtypes`` (times filled in by ``measured``)."""
+    return Profile(
+        name="gemms",
+        device=DeviceInfo(name="NVIDIA H100 80GB HBM3", kind="cuda"),
+        gpu=CATALOG["H100-80GB"],
+        gemm=[
+            GemmSample(m=size, n=size, k=size, dtype=dtype, median_s=1.0)  # type: ignore[arg-type]
+            for dtype in dtypes
+            for size in (512, 1024, 2048, 4096, 8192)
+        ],
+    )
+
+
+def test_recovers_each_datatype_s_gemm_efficiency_against_16_bit() -> None:
+    truth = DEFAULT_PARAMS.model_copy(
+        update={"gemm_efficiency_scale": 0.9, "gemm_fp8_scale": 0.7, "gemm_fp32_scale": 0.5}
+    )
+    (profile,), _ = measured([gemm_profile(("bf16", "fp8", "tf32"))], [], truth)
+    result = fit_calibration([profile], params=["gemm_efficiency_scale", "gemm_fp8_scale",
+                                                "gemm_fp32_scale", "gemm_half_dim"])  # fmt: skip
+    for name in ("gemm_efficiency_scale", "gemm_fp8_scale", "gemm_fp32_scale"):
+        assert getattr(result.params, name) == pytest.approx(getattr(truth, name), rel=0.02)
+    assert {error.source for error in result.held_out} == {"gemm bf16", "gemm fp8", "gemm tf32"}
+    assert result.held_out_mape_after < 0.01 < result.held_out_mape_before
+
+
+def test_one_datatype_alone_calibrates_the_gemm_efficiency_not_its_scale() -> None:
+    truth = DEFAULT_PARAMS.model_copy(update={"gemm_fp8_scale": 0.7})
+    (profile,), _ = measured([gemm_profile(("fp8",))], [], truth)
+    result = fit_calibration([profile], params=["gemm_efficiency_scale", "gemm_fp8_scale"])
+    # FP8 GEMMs alone cannot tell the 16-bit efficiency from FP8's own: the shared one moves.
+    assert result.fitted == ["gemm_efficiency_scale"]
+    assert result.not_identifiable == ["gemm_fp8_scale"]
+    assert result.params.gemm_efficiency_scale == pytest.approx(0.7, rel=0.02)
+
+
+def test_a_datatype_scale_prices_only_its_own_gemms() -> None:
+    model, cluster = load_spec("model", "llama3-8b"), load_spec("cluster", "dgx-h100-16n")
+    plan = Plan(dp=16, tp=8, pp=1, micro_batch_size=1)
+    slow_fp8 = DEFAULT_PARAMS.model_copy(update={"gemm_fp8_scale": 0.5})
+    for precision in ("fp8", "bf16"):
+        training = TrainingSpec(seq_length=8192, global_batch_size=128, precision=precision)
+        base = estimate(model, training, cluster, plan).time_breakdown_s.compute
+        scaled = estimate(model, training, cluster, plan, params=slow_fp8).time_breakdown_s.compute
+        if precision == "bf16":
+            assert scaled == base
+        else:
+            # GEMMs take twice as long; attention (16-bit even in FP8 training) and the
+            # memory-bound kernels do not, so compute as a whole takes less than twice as long.
+            assert 1.2 * base < scaled < 2.0 * base

@@ -104,6 +104,9 @@ PARAMETERS: dict[str, ParamSpec] = {
         # involved (1 / their catalog gemm_efficiency), see ``bounds_for``.
         ParamSpec("gemm_efficiency_scale", "GEMM efficiency (x catalog)", "log", 0.02, 2.0),
         ParamSpec("gemm_half_dim", "GEMM roll-off size", "log", 1.0, 16384.0, resting_lower=True),
+        # Against the 16-bit efficiency: only GEMMs (or steps) of that datatype move them.
+        ParamSpec("gemm_fp8_scale", "FP8 GEMM efficiency (x 16-bit)", "log", 0.1, 10.0),
+        ParamSpec("gemm_fp32_scale", "FP32/TF32 GEMM efficiency (x 16-bit)", "log", 0.02, 10.0),
         ParamSpec("attention_efficiency", "fused attention efficiency", "log", 0.005, 1.0),
         ParamSpec("memory_bound_efficiency", "memory-bound kernel efficiency", "log", 0.005, 1.0),
         # NVLink SHARP (NVLS) lets all-reduce bus bandwidth exceed the link rate; EfficiencyParams
