@@ -48,8 +48,22 @@ class Timing(Spec):
         ),
     )
 
+    runs_s: list[float] | None = Field(
+        default=None,
+        max_length=100_000,
+        description="The raw samples: every timed run's seconds per call, in the order taken "
+        "(absent when imported from a tool that reports summaries only).",
+    )
+
     @model_validator(mode="after")
     def _ordered(self) -> "Timing":
+        if self.runs_s is not None:
+            if len(self.runs_s) != self.repeats:
+                raise ValueError(
+                    f"runs_s holds {len(self.runs_s)} runs but repeats is {self.repeats}"
+                )
+            if not all(0 < run <= 1e6 for run in self.runs_s):
+                raise ValueError("runs_s must hold positive seconds (at most 1e6)")
         if self.low_s is not None and self.low_s > self.median_s * (1 + 1e-9):
             raise ValueError("low_s exceeds median_s")
         if self.high_s is not None and self.high_s < self.median_s * (1 - 1e-9):

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -43,6 +44,9 @@ def test_profile_command_measures_this_machine(tmp_path: Path) -> None:
         assert sample.repeats >= 5  # never a single-shot timing
         assert sample.low_s <= sample.median_s <= sample.high_s
         assert sample.low_s <= sample.trimmed_mean_s <= sample.high_s
+        # The raw samples are kept, and the summary is theirs.
+        assert sample.runs_s is not None and len(sample.runs_s) == sample.repeats
+        assert sample.median_s == pytest.approx(float(np.median(sample.runs_s)))
     # CPU collectives are timed after a burst of compute, as training runs them.
     assert profile.settings["collectives_after_compute_s"] == COMPUTE_BURST_S
     assert {s.direction for s in profile.attention} == {"forward", "backward"}

@@ -44,14 +44,16 @@ class Timed:
     high_s: float
     repeats: int
     trimmed_mean_s: float
+    runs_s: tuple[float, ...]  # every timed run, in order: the raw samples the profile keeps
 
-    def as_fields(self) -> dict[str, float | int]:
+    def as_fields(self) -> dict[str, float | int | list[float]]:
         return {
             "median_s": self.median_s,
             "low_s": self.low_s,
             "high_s": self.high_s,
             "repeats": self.repeats,
             "trimmed_mean_s": self.trimmed_mean_s,
+            "runs_s": list(self.runs_s),
         }
 
 
@@ -72,6 +74,7 @@ def summarize(durations: list[float]) -> Timed:
         high_s=high,
         repeats=len(durations),
         trimmed_mean_s=float(inside.mean()) if inside.size else median,
+        runs_s=tuple(float(value) for value in values),
     )
 
 
