@@ -8,6 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
 from torch.nn import functional  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
@@ -18,6 +19,8 @@ from app.profiling.minigpt import (  # noqa: E402
     GptShape,
     TrainPlan,
     VocabParallelEmbedding,
+    _column_parallel,
+    _ReduceFromTP,
     measure_plans,
     vocab_parallel_cross_entropy,
 )
@@ -101,6 +104,40 @@ def test_vocab_parallel_loss_and_embedding_equal_the_full_ones() -> None:
     assert errors["loss"] < 1e-5
     assert errors["grad"] < 1e-6
     assert errors["lookup"] == 0.0
+
+
+def _column_parallel_matches_full() -> dict[str, float]:
+    """A column-parallel linear (output features split over 2 ranks) followed by its row-
+    parallel partner gives the full layers' gradients; the input gradient is the all-reduced
+    sum, computed while the weight gradient is (Megatron's async all-reduce)."""
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 6, requires_grad=True)
+    up, down = torch.randn(8, 6), torch.randn(6, 8)
+    (functional.linear(functional.linear(x, up), down) ** 2).sum().backward()
+    rows = slice(4 * rank, 4 * (rank + 1))
+    local_x = x.detach().clone().requires_grad_()
+    local_up = nn.Linear(6, 4, bias=False)
+    local_up.weight.data.copy_(up[rows])
+    partial = functional.linear(_column_parallel(local_x, local_up, 2), down[:, rows])
+    (_ReduceFromTP.apply(partial) ** 2).sum().backward()
+    expected_up_grad = torch.func.grad(
+        lambda w: (functional.linear(functional.linear(x.detach(), w), down) ** 2).sum()
+    )(up)[rows]
+    errors = torch.tensor(
+        [
+            (local_x.grad - x.grad).abs().max(),
+            (local_up.weight.grad - expected_up_grad).abs().max(),
+        ]
+    )
+    dist.all_reduce(errors, op=dist.ReduceOp.MAX)
+    return {"input": float(errors[0]), "weight": float(errors[1])}
+
+
+def test_column_parallel_linear_gradients_equal_the_full_ones() -> None:
+    errors = run_ranks(_column_parallel_matches_full, world=2, backend="gloo", threads_per_rank=1)
+    assert errors["input"] < 1e-4
+    assert errors["weight"] < 1e-4
 
 
 def test_bimodal_timings_keep_a_trimmed_mean_that_moves_smoothly() -> None:

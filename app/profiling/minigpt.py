@@ -8,7 +8,8 @@ attention and a 4h MLP, final norm, output layer and cross-entropy. Plans (``Tra
   all but the last micro-batch, as Megatron accumulates) and overlapped with the last backward;
 - tensor parallel: Megatron-LM's layout (Shoeybi et al. 2019, Fig. 3): column-parallel QKV and
   MLP-in, row-parallel projections, an all-reduce after each (``_ReduceFromTP``) and one on the
-  input gradient (``_CopyToTP``); a vocabulary-parallel embedding, output layer and
+  column-parallel layers' input gradient, overlapped with their weight-gradient GEMM as
+  Megatron does (``_ColumnParallelLinear``); a vocabulary-parallel embedding, output layer and
   cross-entropy (each rank holds V/tp rows and logits; max, sum of exponentials and target logit
   are all-reduced), so parameters per rank match the cost model's count;
 - pipeline parallel: layers split evenly, stage 0 with the embedding and stage ``pp - 1`` with
@@ -86,20 +87,6 @@ class TrainPlan:
 
 
 # ---- tensor-parallel communication (Megatron's f and g operators) ------------------------------
-class _CopyToTP(torch.autograd.Function):
-    """Identity forward; all-reduce of the input gradient backward (f)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        grad = grad.contiguous()
-        dist.all_reduce(grad)
-        return grad
-
-
 class _ReduceFromTP(torch.autograd.Function):
     """All-reduce forward; identity backward (g): the sum feeds replicated computation."""
 
@@ -114,8 +101,29 @@ class _ReduceFromTP(torch.autograd.Function):
         return grad
 
 
-def _to_tp(x: torch.Tensor, tp: int) -> torch.Tensor:
-    return _CopyToTP.apply(x) if tp > 1 else x
+class _ColumnParallelLinear(torch.autograd.Function):
+    """``x @ weight.T`` whose input gradient is all-reduced over the TP group while the weight
+    gradient is computed (Megatron's LinearWithGradAccumulationAndAsyncCommunication with
+    async_grad_allreduce, its default): f fused into the linear so the all-reduce overlaps the
+    weight-gradient GEMM, as the cost model assumes for the backward pass."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        return x @ weight.t()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, weight = ctx.saved_tensors
+        grad_input = (grad @ weight).contiguous()
+        handle = dist.all_reduce(grad_input, async_op=True)
+        grad_weight = grad.reshape(-1, grad.shape[-1]).t() @ x.reshape(-1, x.shape[-1])
+        handle.wait()
+        return grad_input, grad_weight
+
+
+def _column_parallel(x: torch.Tensor, layer: nn.Linear, tp: int) -> torch.Tensor:
+    return _ColumnParallelLinear.apply(x, layer.weight) if tp > 1 else layer(x)
 
 
 def _from_tp(x: torch.Tensor, tp: int) -> torch.Tensor:
@@ -135,7 +143,8 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
-        qkv = self.qkv(_to_tp(x, self.tp)).view(batch, seq, 3, self.local_heads, self.head_dim)
+        qkv = _column_parallel(x, self.qkv, self.tp)
+        qkv = qkv.view(batch, seq, 3, self.local_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)
         y = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = y.transpose(1, 2).reshape(batch, seq, self.local_heads * self.head_dim)
@@ -150,7 +159,8 @@ class Mlp(nn.Module):
         self.down = nn.Linear(4 * shape.hidden // tp, shape.hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _from_tp(self.down(functional.gelu(self.up(_to_tp(x, self.tp)))), self.tp)
+        hidden = functional.gelu(_column_parallel(x, self.up, self.tp))
+        return _from_tp(self.down(hidden), self.tp)
 
 
 class Block(nn.Module):
@@ -198,7 +208,7 @@ class Head(nn.Module):
         self.output = nn.Linear(shape.hidden, shape.vocab // tp, bias=False)
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logits = self.output(_to_tp(self.norm(x), self.tp)).flatten(0, 1)
+        logits = _column_parallel(self.norm(x), self.output, self.tp).flatten(0, 1)
         return vocab_parallel_cross_entropy(logits, targets.flatten(), self.first, self.tp)
 
 
