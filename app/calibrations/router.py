@@ -50,3 +50,12 @@ async def list_calibrations(
 async def get_calibration(key: KeyPath, session: SessionDep) -> Any:
     """One calibration: its parameters, what moved, and its error per source."""
     return await run_in_session(service.get_calibration, session, key=key)
+
+
+@router.delete(
+    "/{key}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 422)
+)
+async def delete_calibration(key: KeyPath, session: SessionDep) -> None:
+    """Delete one version (by id or name@version). Searches and plans priced with it keep their
+    results; their ``calibration_id`` becomes null."""
+    await run_in_session(service.delete_calibration, session, key=key)

@@ -18,6 +18,7 @@ from app.calibrations.schemas import (
     CalibrationSummary,
     CalibrationUsed,
 )
+from app.common.ids import looks_like_id
 from app.common.pagination import decode_cursor, encode_cursor
 from app.common.text import require_storable
 from app.db import begin_write
@@ -62,6 +63,21 @@ def get_calibration(session: Session, *, key: str) -> CalibrationRecord:
     if row is None:
         raise NotFoundError(f"no calibration with id or name '{key}'")
     return to_record(row)
+
+
+def delete_calibration(session: Session, *, key: str) -> None:
+    """One version, by id or name@version (a bare name would be whichever is latest). Searches
+    and plans priced with it keep their results and forget the link."""
+    begin_write(session)
+    if "@" not in key and not looks_like_id(key):
+        raise InvalidInputError.at(
+            "key", f"'{key}' names every version; delete one by id or name@version"
+        )
+    row = repository.find(session, key=key)
+    if row is None:
+        raise NotFoundError(f"no calibration with id or name '{key}'")
+    session.delete(row)
+    session.commit()
 
 
 def list_calibrations(

@@ -88,3 +88,13 @@ async def list_observations(
 async def get_observation(observation_id: ObservationIdPath, session: SessionDep) -> Any:
     """One observed step with its full scenario."""
     return await run_in_session(service.get_observation, session, observation_id=observation_id)
+
+
+@router.delete(
+    "/observations/{observation_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(404),
+)
+async def delete_observation(observation_id: ObservationIdPath, session: SessionDep) -> None:
+    """Delete an observed run (one reported by mistake); calibrations keep their parameters."""
+    await run_in_session(service.delete_observation, session, observation_id=observation_id)

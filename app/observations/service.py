@@ -83,6 +83,16 @@ def get_observation(session: Session, *, observation_id: str) -> ObservationReco
     return to_record(row)
 
 
+def delete_observation(session: Session, *, observation_id: str) -> None:
+    """A run reported by mistake; calibrations fitted to it keep their parameters."""
+    begin_write(session)
+    row = session.get(ObservationRow, observation_id) if "\x00" not in observation_id else None
+    if row is None:
+        raise NotFoundError(f"no observation with id '{observation_id}'")
+    session.delete(row)
+    session.commit()
+
+
 def list_observations(
     session: Session,
     *,

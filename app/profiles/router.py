@@ -39,3 +39,11 @@ async def list_profiles(
 async def get_profile(profile_id: ProfileIdPath, session: SessionDep) -> Any:
     """One profile with all its samples."""
     return await run_in_session(service.get_profile, session, profile_id=profile_id)
+
+
+@router.delete(
+    "/{profile_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404)
+)
+async def delete_profile(profile_id: ProfileIdPath, session: SessionDep) -> None:
+    """Delete a profile; calibrations fitted to it keep their parameters."""
+    await run_in_session(service.delete_profile, session, profile_id=profile_id)

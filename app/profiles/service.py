@@ -47,6 +47,16 @@ def get_profile(session: Session, *, profile_id: str) -> ProfileRecord:
     return to_record(row)
 
 
+def delete_profile(session: Session, *, profile_id: str) -> None:
+    """Calibrations fitted to it keep its id in their inputs and their parameters."""
+    begin_write(session)
+    row = find(session, profile_id)
+    if row is None:
+        raise NotFoundError(f"no profile with id '{profile_id}'")
+    session.delete(row)
+    session.commit()
+
+
 def list_profiles(session: Session, *, cursor: str | None, limit: int) -> ProfilePage:
     rows, last_id = newest_first(
         session, select(ProfileRow), ProfileRow.id, before=decode_cursor(cursor), limit=limit

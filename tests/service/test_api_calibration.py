@@ -324,3 +324,32 @@ def test_recalibrating_from_a_base_with_new_runs(client: httpx.Client) -> None:
     assert plain["result"]["held_out"][0]["mape_before"] > runs["mape_before"]
     error = assert_error(client.post("/v1/calibrations", json={**body, "base": "nope"}), 422)
     assert error_fields(error) == ["base"]
+
+
+def test_deleting_measurements_and_calibrations_keeps_what_was_priced_with_them(
+    client: httpx.Client,
+) -> None:
+    profile, observed = measured_data()
+    profile_id = post_profile(client, profile)["id"]
+    observation_id = post_observation(client, observed[0])["id"]
+    response = client.post("/v1/calibrations", json={"name": "gone", "profile_ids": [profile_id]})
+    assert response.status_code == 201, response.text
+    calibration = response.json()
+    search = client.post("/v1/searches", json={**EXHAUSTIVE, "calibration": "gone@1"}).json()
+    assert search["calibration_id"] == calibration["id"]
+
+    # A bare name would mean "whichever version is latest": deletes need the version.
+    error = assert_error(client.delete("/v1/calibrations/gone"), 422)
+    assert error_fields(error) == ["key"]
+    for path in (
+        f"/v1/profiles/{profile_id}",
+        f"/v1/observations/{observation_id}",
+        "/v1/calibrations/gone@1",
+    ):
+        assert client.delete(path).status_code == 204, path
+        assert_error(client.get(path), 404)
+        assert_error(client.delete(path), 404)
+    # The queued search forgets the link but keeps the parameters it will price with.
+    kept = client.get(f"/v1/searches/{search['id']}").json()
+    assert kept["calibration_id"] is None
+    assert kept["request"]["params"] == calibration["params"]
