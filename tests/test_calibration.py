@@ -25,7 +25,7 @@ from costmodel.observations import (
     GemmSample,
     Profile,
 )
-from costmodel.params import DEFAULT_PARAMS
+from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import Plan, TrainingSpec
 
 
@@ -286,13 +286,16 @@ def test_a_datatype_scale_prices_only_its_own_gemms() -> None:
     model, cluster = load_spec("model", "llama3-8b"), load_spec("cluster", "dgx-h100-16n")
     plan = Plan(dp=16, tp=8, pp=1, micro_batch_size=1)
     slow_fp8 = DEFAULT_PARAMS.model_copy(update={"gemm_fp8_scale": 0.5})
-    for precision in ("fp8", "bf16"):
+    slow_gemms = DEFAULT_PARAMS.model_copy(update={"gemm_efficiency_scale": 0.5})
+
+    def compute_s(precision: str, params: EfficiencyParams) -> float:
         training = TrainingSpec(seq_length=8192, global_batch_size=128, precision=precision)
-        base = estimate(model, training, cluster, plan).time_breakdown_s.compute
-        scaled = estimate(model, training, cluster, plan, params=slow_fp8).time_breakdown_s.compute
-        if precision == "bf16":
-            assert scaled == base
-        else:
-            # GEMMs take twice as long; attention (16-bit even in FP8 training) and the
-            # memory-bound kernels do not, so compute as a whole takes less than twice as long.
-            assert 1.2 * base < scaled < 2.0 * base
+        return estimate(model, training, cluster, plan, params=params).time_breakdown_s.compute
+
+    # In FP8 training, halving FP8 GEMM efficiency is halving every GEMM's (flash attention and
+    # memory-bound kernels keep their own efficiencies), and it is slower than the default.
+    assert compute_s("fp8", slow_fp8) == pytest.approx(compute_s("fp8", slow_gemms), rel=1e-12)
+    assert compute_s("fp8", slow_fp8) > compute_s("fp8", DEFAULT_PARAMS)
+    # In BF16 training it changes nothing, though BF16 GEMMs do respond to their own efficiency.
+    assert compute_s("bf16", slow_fp8) == compute_s("bf16", DEFAULT_PARAMS)
+    assert compute_s("bf16", slow_gemms) > compute_s("bf16", DEFAULT_PARAMS)
