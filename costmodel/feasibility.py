@@ -27,10 +27,12 @@ class Violation(IntFlag):
 OUT_OF_MEMORY = "out of memory:"
 
 
-def impossible_reasons(reasons: list[str]) -> list[str]:
-    """Of an estimate's infeasibility ``reasons``, those that say the plan cannot run at all
-    (GPU count, divisibility, batch): all but out of memory."""
-    return [reason for reason in reasons if not reason.startswith(OUT_OF_MEMORY)]
+def why_it_cannot_have_run(reasons: list[str]) -> str | None:
+    """For a run reported as observed: of its estimate's infeasibility ``reasons``, those that
+    say the plan cannot run at all (GPU count, divisibility, batch; all but out of memory), as
+    one message, or None when it could have run."""
+    impossible = [reason for reason in reasons if not reason.startswith(OUT_OF_MEMORY)]
+    return f"this plan cannot have run here: {'; '.join(impossible)}" if impossible else None
 
 
 def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:

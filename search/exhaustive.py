@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costmodel import estimate_many
-from search.objectives import REPORTED, Evaluation, Metric, memory_ratio_of_arrays, pareto_mask
+from search.objectives import REPORTED, Evaluation, Metric, pareto_mask
 from search.request import SearchRequest
 from search.space import OPTION_DIMS, STRUCT_DIMS, GroupSpace
 
@@ -34,17 +33,9 @@ class Enumeration:
 
 
 def _price(request: SearchRequest, space: GroupSpace, plans: dict[str, np.ndarray]) -> dict:
-    arrays = estimate_many(
-        request.model,
-        space.training,
-        request.cluster,
-        plans,
-        group=space.group.name,
-        params=request.params,
-    )
+    arrays = request.price_group(space, plans)
     kept = {name: plans[name] for name in PLAN_COLUMNS}
-    kept.update({name: arrays[name] for name in (*REPORTED, "peak_memory_gib")})
-    kept["memory_ratio"] = memory_ratio_of_arrays(arrays, request.max_memory_fraction)
+    kept.update({name: arrays[name] for name in (*REPORTED, "peak_memory_gib", "memory_ratio")})
     return kept
 
 

@@ -28,14 +28,12 @@ from typing import Any
 import numpy as np
 import optuna
 
-from costmodel import estimate_many
 from search.heuristics import heuristic_plans
 from search.objectives import (
     OBJECTIVE_METRICS,
     REPORTED,
     Evaluation,
     Metric,
-    memory_ratio_of_arrays,
 )
 from search.params import parameter, sample
 from search.request import SearchRequest
@@ -131,15 +129,8 @@ class HomogeneousTrials:
 
     def _price(self, space: GroupSpace, columns: dict[str, np.ndarray]) -> list[Evaluation]:
         request = self.request
-        arrays = estimate_many(
-            request.model,
-            space.training,
-            request.cluster,
-            columns,
-            group=space.group.name,
-            params=request.params,
-        )
-        ratio = memory_ratio_of_arrays(arrays, request.max_memory_fraction)
+        arrays = request.price_group(space, columns)
+        ratio = arrays["memory_ratio"]
         self.priced += len(ratio)
         self.fitting += int((ratio <= 1.0).sum())
         names = (*REPORTED, "peak_memory_gib")

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -24,13 +25,15 @@ from pydantic import (
     model_validator,
 )
 
+from costmodel import estimate_many
 from costmodel.catalog import load_spec
 from costmodel.context import ModelContext
 from costmodel.flops import total_params
 from costmodel.hardware import peak_tflops, resolve_gpu
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
-from search.space import check_space
+from search.objectives import memory_ratio_of_arrays
+from search.space import GroupSpace, check_space
 
 Objective = Literal["throughput", "cost", "time_to_train", "pareto"]
 Sampler = Literal["auto", "exhaustive", "tpe", "nsga2", "random"]
@@ -242,6 +245,22 @@ class SearchRequest(BaseModel):
 
     def filters(self) -> dict[str, DimFilter]:
         return {dim: DimFilter(dim, value) for dim, value in self.constraints.items()}
+
+    def price_group(
+        self, space: GroupSpace, columns: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        """``estimate_many`` of homogeneous plan ``columns`` on ``space``'s node group, priced
+        with this request's parameters, plus each plan's ``memory_ratio`` (<= 1: it fits)."""
+        arrays = estimate_many(
+            self.model,
+            space.training,
+            self.cluster,
+            columns,
+            group=space.group.name,
+            params=self.params,
+        )
+        arrays["memory_ratio"] = memory_ratio_of_arrays(arrays, self.max_memory_fraction)
+        return arrays
 
     def training_for(self, global_batch_size: int) -> TrainingSpec:
         if global_batch_size == self.training.global_batch_size:

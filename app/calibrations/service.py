@@ -18,7 +18,7 @@ from app.calibrations.schemas import (
     CalibrationSummary,
     CalibrationUsed,
 )
-from app.common.ids import looks_like_id
+from app.common.ids import looks_like_id, row_by_id
 from app.common.pagination import decode_cursor, encode_cursor
 from app.common.text import require_storable
 from app.db import begin_write
@@ -169,7 +169,7 @@ def _inputs(
         profiles.append(profile_of_row(row))
     rows: dict[str, ObservationRow] = {}
     for index, observation_id in enumerate(request.observation_ids):
-        row = session.get(ObservationRow, observation_id) if "\x00" not in observation_id else None
+        row = row_by_id(session, ObservationRow, observation_id)
         if row is None:
             raise InvalidInputError.at(
                 f"observation_ids[{index}]",

@@ -25,7 +25,7 @@ from costmodel.calibration import (
 )
 from costmodel.catalog import SpecError, load_spec
 from costmodel.errors import format_validation_error
-from costmodel.feasibility import impossible_reasons
+from costmodel.feasibility import why_it_cannot_have_run
 from costmodel.observations import Profile, StepObservation
 
 _NAME = re.compile(CALIBRATION_NAME_PATTERN)
@@ -92,8 +92,8 @@ def _check_it_could_run(observation: StepObservation, where: str) -> None:
         )
     except ValueError as exc:
         fail(f"{where}: {exc}")
-    if impossible := impossible_reasons(priced.reasons):
-        fail(f"{where}: this plan cannot have run here: {'; '.join(impossible)}")
+    if problem := why_it_cannot_have_run(priced.reasons):
+        fail(f"{where}: {problem}")
 
 
 # ---- the command --------------------------------------------------------------------------------

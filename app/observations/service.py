@@ -10,12 +10,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.common.ids import require_row
 from app.common.pagination import decode_cursor, encode_cursor, newest_first
 from app.common.pricing import price
 from app.common.references import ResolvedSpecs, resolve_specs
 from app.common.text import require_storable
 from app.db import begin_write
-from app.errors import InvalidInputError, NotFoundError
+from app.errors import InvalidInputError
 from app.observations.schemas import (
     Measurement,
     ObservationCreate,
@@ -24,9 +25,10 @@ from app.observations.schemas import (
     ObservationSummary,
     PlanObservationCreate,
 )
-from app.orm import ObservationRow, PlanRow, SearchRow
+from app.orm import ObservationRow, SearchRow
+from app.plans.service import get_plan
 from app.presets.service import plan_preset
-from costmodel.feasibility import impossible_reasons
+from costmodel.feasibility import why_it_cannot_have_run
 from costmodel.observations import StepObservation
 from costmodel.specs import ClusterSpec, ModelSpec, Plan, TrainingSpec
 
@@ -36,9 +38,7 @@ def observe_plan(
 ) -> ObservationRecord:
     require_storable(request.model_dump(exclude_none=True))
     begin_write(session)
-    plan_row = session.get(PlanRow, plan_id) if "\x00" not in plan_id else None
-    if plan_row is None:
-        raise NotFoundError(f"no plan with id '{plan_id}'")
+    plan_row = get_plan(session, plan_id=plan_id)
     search = session.get(SearchRow, plan_row.search_id)
     assert search is not None  # plans cascade with their search
     training = TrainingSpec.model_validate(search.request["training"])
@@ -66,10 +66,8 @@ def create_observation(session: Session, *, request: ObservationCreate) -> Obser
         request.plan if isinstance(request.plan, Plan) else plan_preset(request.plan, field="plan")
     )
     priced = price(specs, plan)  # refuses a plan the model cannot price at all
-    if impossible := impossible_reasons(priced.reasons):
-        raise InvalidInputError.at(
-            "plan", f"this plan cannot have run here: {'; '.join(impossible)}", code="invalid_plan"
-        )
+    if problem := why_it_cannot_have_run(priced.reasons):
+        raise InvalidInputError.at("plan", problem, code="invalid_plan")
     row = _row(specs, plan, request, priced.step_time_s, plan_id=None)
     session.add(row)
     session.commit()
@@ -77,18 +75,14 @@ def create_observation(session: Session, *, request: ObservationCreate) -> Obser
 
 
 def get_observation(session: Session, *, observation_id: str) -> ObservationRecord:
-    row = session.get(ObservationRow, observation_id) if "\x00" not in observation_id else None
-    if row is None:
-        raise NotFoundError(f"no observation with id '{observation_id}'")
+    row = require_row(session, ObservationRow, observation_id, kind="observation")
     return to_record(row)
 
 
 def delete_observation(session: Session, *, observation_id: str) -> None:
     """A run reported by mistake; calibrations fitted to it keep their parameters."""
     begin_write(session)
-    row = session.get(ObservationRow, observation_id) if "\x00" not in observation_id else None
-    if row is None:
-        raise NotFoundError(f"no observation with id '{observation_id}'")
+    row = require_row(session, ObservationRow, observation_id, kind="observation")
     session.delete(row)
     session.commit()
 
@@ -119,8 +113,7 @@ def list_observations(
 def plan_observations(
     session: Session, *, plan_id: str, cursor: str | None, limit: int
 ) -> ObservationPage:
-    if ("\x00" in plan_id) or session.get(PlanRow, plan_id) is None:
-        raise NotFoundError(f"no plan with id '{plan_id}'")
+    get_plan(session, plan_id=plan_id)  # 404 for an unknown plan, not an empty list
     return list_observations(session, plan_id=plan_id, source=None, cursor=cursor, limit=limit)
 
 

@@ -9,10 +9,6 @@ from app.orm import PlanRow
 from search import RankedPlan
 
 
-def get(session: Session, *, plan_id: str) -> PlanRow | None:
-    return session.get(PlanRow, plan_id)
-
-
 def ranked(session: Session, *, search_id: str) -> Sequence[PlanRow]:
     statement = (
         select(PlanRow)

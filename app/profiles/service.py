@@ -3,10 +3,11 @@
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.common.ids import require_row, row_by_id
 from app.common.pagination import decode_cursor, encode_cursor, newest_first
 from app.common.text import require_storable
 from app.db import begin_write
-from app.errors import InvalidInputError, NotFoundError
+from app.errors import InvalidInputError
 from app.orm import ProfileRow
 from app.profiles.nccl_import import NcclImportError, profile_from_nccl_tests
 from app.profiles.schemas import (
@@ -41,18 +42,14 @@ def create_profile(session: Session, *, request: ProfileCreate) -> ProfileRecord
 
 
 def get_profile(session: Session, *, profile_id: str) -> ProfileRecord:
-    row = find(session, profile_id)
-    if row is None:
-        raise NotFoundError(f"no profile with id '{profile_id}'")
+    row = require_row(session, ProfileRow, profile_id, kind="profile")
     return to_record(row)
 
 
 def delete_profile(session: Session, *, profile_id: str) -> None:
     """Calibrations fitted to it keep its id in their inputs and their parameters."""
     begin_write(session)
-    row = find(session, profile_id)
-    if row is None:
-        raise NotFoundError(f"no profile with id '{profile_id}'")
+    row = require_row(session, ProfileRow, profile_id, kind="profile")
     session.delete(row)
     session.commit()
 
@@ -68,7 +65,7 @@ def list_profiles(session: Session, *, cursor: str | None, limit: int) -> Profil
 
 
 def find(session: Session, profile_id: str) -> ProfileRow | None:
-    return session.get(ProfileRow, profile_id) if "\x00" not in profile_id else None
+    return row_by_id(session, ProfileRow, profile_id)
 
 
 def profile_of_row(row: ProfileRow) -> Profile:
@@ -76,27 +73,25 @@ def profile_of_row(row: ProfileRow) -> Profile:
 
 
 def to_summary(row: ProfileRow) -> ProfileSummary:
-    profile = profile_of_row(row)
-    return ProfileSummary(**_summary_fields(row, profile))
+    return ProfileSummary(**_summary_fields(row))
 
 
 def to_record(row: ProfileRow) -> ProfileRecord:
-    profile = profile_of_row(row)
-    return ProfileRecord(**_summary_fields(row, profile), profile=profile)
+    return ProfileRecord(**_summary_fields(row), profile=profile_of_row(row))
 
 
-def _summary_fields(row: ProfileRow, profile: Profile) -> dict[str, object]:
+def _summary_fields(row: ProfileRow) -> dict[str, object]:
+    """Read off the stored document (written from a validated ``Profile``) without validating
+    every sample again: lists show many profiles, each with thousands of raw timings."""
+    document = row.raw
     return {
         "id": row.id,
-        "name": profile.name,
+        "name": document["name"],
         "kind": row.kind,
         "device": row.device,
-        "gpu": profile.gpu.name,
+        "gpu": document["gpu"]["name"],
         "samples": SampleCounts(
-            gemm=len(profile.gemm),
-            memory=len(profile.memory),
-            attention=len(profile.attention),
-            collectives=len(profile.collectives),
+            **{family: len(document[family]) for family in SampleCounts.model_fields}
         ),
         "created_at": row.created_at,
     }

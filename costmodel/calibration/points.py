@@ -85,6 +85,18 @@ class Family:
     predict: Predict
 
 
+def _by_dtype(
+    dtypes: np.ndarray, members: np.ndarray, price: Callable[[str, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """``price(dtype, rows)`` for each datatype among ``members``, in ``members``' order: the
+    hardware (peak, efficiency) depends on the datatype."""
+    out = np.empty(members.size)
+    for dtype in np.unique(dtypes[members]):
+        chosen = dtypes[members] == dtype
+        out[chosen] = price(str(dtype), members[chosen])
+    return out
+
+
 # ---- profile families -----------------------------------------------------------------------
 def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
     flops = np.array([s.flops for s in samples])
@@ -92,15 +104,11 @@ def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
     dtypes = np.array([s.dtype for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
-        out = np.empty(members.size)
-        for dtype in np.unique(dtypes[members]):
-            chosen = dtypes[members] == dtype
-            rows = members[chosen]
-            hw = _hardware(gpu, str(dtype), params)
-            out[chosen] = gemm_time_s(
-                flops[rows], m[rows], n[rows], k[rows], hw, params.gemm_half_dim
-            )
-        return out
+        def price(dtype: str, rows: np.ndarray) -> np.ndarray:
+            hw = _hardware(gpu, dtype, params)
+            return gemm_time_s(flops[rows], m[rows], n[rows], k[rows], hw, params.gemm_half_dim)
+
+        return _by_dtype(dtypes, members, price)
 
     points = [
         Point(
@@ -124,15 +132,12 @@ def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family
     dtypes = np.array([s.dtype for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
-        out = np.empty(members.size)
-        for dtype in np.unique(dtypes[members]):
-            chosen = dtypes[members] == dtype
-            rows = members[chosen]
+        def price(dtype: str, rows: np.ndarray) -> np.ndarray:
             # Attention runs in 16-bit even under FP8 GEMMs (stage.Hardware.attention_peak_Fps).
-            hw = _hardware(gpu, str(dtype), params)
-            rate = hw.attention_peak_Fps[0] * params.attention_efficiency
-            out[chosen] = factor[rows] * flops[rows] / rate
-        return out
+            rate = _hardware(gpu, dtype, params).attention_peak_Fps[0] * params.attention_efficiency
+            return factor[rows] * flops[rows] / rate
+
+        return _by_dtype(dtypes, members, price)
 
     points = [
         Point(
