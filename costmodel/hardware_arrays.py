@@ -5,9 +5,9 @@ from functools import lru_cache
 import numpy as np
 
 from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, group_links_GBps, peak_tflops, resolve_gpu
+from costmodel.kernels import Hardware
 from costmodel.params import EfficiencyParams
 from costmodel.specs import GpuSpec, NodeGroup
-from costmodel.stage import Hardware
 
 
 def mfu_peak_tflops(gpu: GpuSpec, precision: str) -> float:
@@ -34,17 +34,22 @@ def group_hardware(
     def full(value: float) -> np.ndarray:
         return np.full(size, float(value))
 
+    attention_peak_Fps = peak_tflops(gpu, attention_precision) * 1e12
     return Hardware(
         gemm_peak_Fps=full(peak_tflops(gpu, precision) * 1e12),
-        attention_peak_Fps=full(peak_tflops(gpu, attention_precision) * 1e12),
+        attention_peak_Fps=full(attention_peak_Fps),
         gemm_efficiency=full(min(1.0, efficiency * params.gemm_dtype_scale(precision))),
         attention_gemm_efficiency=full(
             min(1.0, efficiency * params.gemm_dtype_scale(attention_precision))
         ),
+        attention_Fps=full(attention_peak_Fps * params.attention_efficiency),
         hbm_Bps=full(gpu.hbm_GBps * 1e9),
+        memory_Bps=full(gpu.hbm_GBps * 1e9 * params.memory_bound_efficiency),
         capacity_gib=full(gpu.hbm_gib),
         intra_Bps=full(intra_GBps * 1e9 * params.intra_node_efficiency),
         inter_Bps=full(inter_GBps * 1e9 * params.inter_node_efficiency),
+        intra_latency_s=full(params.intra_node_latency_us * 1e-6),
+        inter_latency_s=full(params.inter_node_latency_us * 1e-6),
         gpus_per_node=full(scale_up_domain(group, gpu)),
     )
 

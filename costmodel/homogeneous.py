@@ -159,10 +159,7 @@ def evaluate_homogeneous(
     # Adjacent pipeline stages share a node only if a whole model replica slice fits twice.
     pp_local = comm.ranks_per_node(pp, p["tp"] * p["cp"] * p["dp"], gpn)
     pp_Bps = np.where(pp_local > 1, hw.intra_Bps[0], hw.inter_Bps[0])
-    pp_latency = (
-        np.where(pp_local > 1, ctx.params.intra_node_latency_us, ctx.params.inter_node_latency_us)
-        * 1e-6
-    )
+    pp_latency = np.where(pp_local > 1, hw.intra_latency_s[0], hw.inter_latency_s[0])
 
     # One plan (the scalar face): flat length-3 arrays, one per stage kind, keep every ufunc
     # on numpy's same-shape fast path; N plans: (1, N) rows against (3, N) kind arrays.

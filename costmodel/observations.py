@@ -73,7 +73,7 @@ class Timing(Spec):
 
 class GemmSample(Timing):
     """(m x k) @ (k x n) in ``dtype``: 2*m*n*k FLOPs; m plays the tokens' role
-    (``stage.gemm_time_s``)."""
+    (``kernels.gemm_time_s``)."""
 
     m: int = Field(ge=1, le=10_000_000)
     n: int = Field(ge=1, le=10_000_000)

@@ -10,7 +10,7 @@ micro-batch to traverse the other stages. For identical stages this is Narayanan
 (m + p - 1) t, with the bubble (p - 1) t shrinking by v under interleaving (their Sec. 2.2.2);
 for unequal stages it is the bound used by heterogeneous planners (AMP, Li et al. NeurIPS'22,
 Eq. 2; Metis, Um et al. ATC'24), which models the schedule instead of averaging stages. GPipe has
-the same time (its memory differs; see ``stage.py``).
+the same time (its memory differs; see ``stage.activations``).
 """
 
 from dataclasses import dataclass

@@ -12,7 +12,8 @@ from costmodel.hardware_arrays import group_hardware
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.pipeline import schedule_from_stage_times
 from costmodel.specs import NodeGroup
-from costmodel.stage import StageInputs, _activation_bytes_per_layer, stage_costs
+from costmodel.stage import StageInputs, stage_costs
+from costmodel.stage.activations import layer_activation_bytes
 
 GPT22B = ModelSpec(
     name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, vocab_size=51200
@@ -71,14 +72,14 @@ def _inputs(tp: int, sp: int, recompute: int) -> StageInputs:
 def test_activation_memory_matches_korthikanti_table_2(tp, sp, recompute, korthikanti_bytes):
     training = TrainingSpec(seq_length=S, global_batch_size=B, flash_attention=False, dropout=True)
     ctx = ModelContext.build(GPT22B, training, DEFAULT_PARAMS)
-    dense, _, _ = _activation_bytes_per_layer(ctx, _inputs(tp, sp, recompute), np.array([S * B]))
+    dense = layer_activation_bytes(ctx, _inputs(tp, sp, recompute), np.array([S * B])).dense_B
     assert dense[0] == pytest.approx(korthikanti_bytes, rel=1e-12)
 
 
 def test_full_recompute_keeps_only_the_layer_input():
     training = TrainingSpec(seq_length=S, global_batch_size=B, flash_attention=False, dropout=True)
     ctx = ModelContext.build(GPT22B, training, DEFAULT_PARAMS)
-    _, _, checkpoint = _activation_bytes_per_layer(ctx, _inputs(1, 0, 2), np.array([S * B]))
+    checkpoint = layer_activation_bytes(ctx, _inputs(1, 0, 2), np.array([S * B])).checkpoint_B
     assert checkpoint[0] == pytest.approx(2 * S * B * H)  # Table 2: sbh * 2
 
 

@@ -22,9 +22,9 @@ from costmodel.calibration.points import PointSet, node_group
 from costmodel.calibration.space import PARAMETERS
 from costmodel.hardware import peak_tflops
 from costmodel.hardware_arrays import group_hardware
+from costmodel.kernels import FLASH_BACKWARD_FACTOR
 from costmodel.observations import Profile
 from costmodel.params import EfficiencyParams
-from costmodel.stage import FLASH_BACKWARD_FACTOR
 
 REPEAT_RATIO = 1.5
 SERIES_RATIO = 2.0

@@ -3,11 +3,11 @@
 Profile samples are priced with the cost model's own kernel formulas, so a parameter fitted on
 micro-benchmarks means what the model means by it:
 
-- GEMM: ``stage.gemm_time_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim)) with
+- GEMM: ``kernels.gemm_time_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim)) with
   d = min(m, sqrt(n k)) for (m x k) @ (k x n)), the catalog efficiency scaled by
   ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware`` does.
 - Fused attention: FLOPs on the full s x s square / (16-bit peak x attention_efficiency), the
-  backward at ``stage.FLASH_BACKWARD_FACTOR`` times the forward (as ``stage.stage_costs``).
+  backward at ``kernels.FLASH_BACKWARD_FACTOR`` times the forward (as ``stage.stage_costs``).
 - Memory-bound kernels: bytes / (HBM bandwidth x memory_bound_efficiency).
 - Collectives: ``comm`` (nccl-tests bus-bandwidth factors, ring/tree latency terms) over the
   links ``group_hardware`` derives for a node group shaped like the sample's ranks, at the op's
@@ -26,6 +26,13 @@ import numpy as np
 from costmodel import comm
 from costmodel.api import estimate
 from costmodel.hardware_arrays import group_hardware
+from costmodel.kernels import (
+    FLASH_BACKWARD_FACTOR,
+    Hardware,
+    fused_attention_s,
+    gemm_time_s,
+    memory_bound_s,
+)
 from costmodel.observations import (
     AttentionSample,
     CollectiveSample,
@@ -36,7 +43,6 @@ from costmodel.observations import (
 )
 from costmodel.params import EfficiencyParams
 from costmodel.specs import Estimate, GpuSpec, NodeGroup
-from costmodel.stage import FLASH_BACKWARD_FACTOR, Hardware, gemm_time_s
 
 # Per op: the EfficiencyParams fields scaling all-reduce's bus bandwidth and per-step latency
 # into that op's (stage.stage_costs applies the same ones where the op runs).
@@ -133,9 +139,8 @@ def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
         def price(dtype: str, rows: np.ndarray) -> np.ndarray:
-            # Attention runs in 16-bit even under FP8 GEMMs (stage.Hardware.attention_peak_Fps).
-            rate = _hardware(gpu, dtype, params).attention_peak_Fps[0] * params.attention_efficiency
-            return factor[rows] * flops[rows] / rate
+            # Attention runs in 16-bit even under FP8 GEMMs (kernels.Hardware.attention_Fps).
+            return factor[rows] * fused_attention_s(flops[rows], _hardware(gpu, dtype, params))
 
         return _by_dtype(dtypes, members, price)
 
@@ -169,8 +174,7 @@ def memory_family(gpu: GpuSpec, samples: Sequence[MemorySample]) -> Family:
     moved = np.array([s.bytes for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
-        hw = _hardware(gpu, "fp32", params)
-        return moved[members] / (hw.hbm_Bps[0] * params.memory_bound_efficiency)
+        return memory_bound_s(moved[members], _hardware(gpu, "fp32", params))
 
     points = [
         Point(

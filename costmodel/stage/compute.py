@@ -1,0 +1,179 @@
+"""Compute time of one micro-batch on one stage: forward, backward and recompute.
+
+- Layer GEMMs (QKV, projection, MLP or routed/shared experts and router) from the layer shape,
+  sharded by tp (Megatron-LM column/row parallel linears, Shoeybi et al. 2019 Sec. 3).
+- Attention core: fused (FlashAttention) on the full s x s FLOP count, or unfused batched GEMMs
+  with a head_dim inner dimension plus softmax/dropout traffic over the score matrix
+  (Korthikanti et al. 2022 Sec. 4.1).
+- Memory-bound kernels (norms, residual adds, dropout, activation functions, rotary embedding,
+  MoE permutation) from the tensors Korthikanti et al. Sec. 4.1 lists.
+- Backward = 2x forward for GEMMs and elementwise kernels (input and weight gradients),
+  ``FLASH_BACKWARD_FACTOR`` x for the fused attention core.
+- Recompute re-runs the layers' forward (full) or the attention core (selective; Korthikanti
+  et al. Sec. 5).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodel.context import ModelContext
+from costmodel.kernels import (
+    FLASH_BACKWARD_FACTOR,
+    Hardware,
+    fused_attention_s,
+    gemm_time_s,
+    memory_bound_s,
+)
+from costmodel.stage.inputs import Array, StageInputs, by_recompute, sequence_divisor
+
+# Cross-entropy over the vocabulary shard, forward + backward, in HBM bytes per logit:
+# implementations range from ~6-12 B (flash-attn's fused xentropy: read the 16-bit logits
+# twice, write the gradient) to ~30-36 B (Megatron's vocab-parallel and PyTorch's unfused paths
+# materialize an fp32 copy, exp/log-softmax and an fp32 gradient). We do not know which kernel a
+# job runs, so time takes the middle of that range, 24 B; memory follows ``fused_cross_entropy``.
+LOSS_BYTES_PER_LOGIT = 24.0
+
+
+@dataclass
+class ComputeTimes:
+    """One micro-batch's compute on one stage, and the parts other terms overlap with."""
+
+    forward_s: Array
+    backward_s: Array
+    recompute_s: Array
+    attention_core_s: Array  # one layer's attention core, forward (CP hides its ring behind it)
+    weight_grad_s: Array  # weight-gradient GEMMs of the stage (TP backward hides behind them)
+
+
+def layer_forward_gemm_s(
+    ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
+) -> tuple[Array, Array, Array]:
+    """Forward GEMM time of one layer: (attention projections, dense MLP, MoE MLP)."""
+    shape, half = ctx.shape, ctx.params.gemm_half_dim
+    h, tp = shape.hidden, st.tp
+
+    def gemm(n: Array, k: Array, rows: Array = tokens) -> Array:
+        return gemm_time_s(2 * rows * n * k, rows, n, k, hw, half)
+
+    qkv_out = (shape.q_width + 2 * shape.kv_width) / tp
+    attention = gemm(qkv_out, h) + gemm(h, shape.q_width / tp)
+    up_width = shape.ffn * (shape.ffn_matrices - 1) / tp
+    dense_mlp = gemm(up_width, h) + gemm(h, shape.ffn / tp)
+    if not shape.num_experts:
+        return attention, dense_mlp, np.zeros_like(dense_mlp)
+    # Each GPU hosts E/ep experts; on average each receives tokens * top_k * ep / E tokens.
+    experts_per_gpu = shape.num_experts / st.ep
+    expert_tokens = tokens * shape.top_k * st.ep / shape.num_experts
+    expert_up = shape.expert_ffn * (shape.ffn_matrices - 1) / tp
+    routed = experts_per_gpu * (
+        gemm(expert_up, h, expert_tokens) + gemm(h, shape.expert_ffn / tp, expert_tokens)
+    )
+    shared = shape.shared_experts * (gemm(expert_up, h) + gemm(h, shape.expert_ffn / tp))
+    router = gemm(float(shape.num_experts), h)
+    return attention, dense_mlp, routed + shared + router
+
+
+def attention_core_forward_s(
+    ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
+) -> Array:
+    """Scores + softmax + weighted sum of one layer, forward."""
+    shape, params = ctx.shape, ctx.params
+    flops = 4.0 * tokens * ctx.seq_length * shape.q_width / st.tp
+    if ctx.flash_attention:
+        return fused_attention_s(flops, hw)
+    head_dim = shape.q_width / shape.heads
+    gemm = flops / (
+        hw.attention_peak_Fps
+        * hw.attention_gemm_efficiency
+        * head_dim
+        / (head_dim + params.gemm_half_dim)
+    )
+    # Fused scale-mask-softmax reads and writes the score matrix (2 + 2 bytes per element);
+    # dropout adds a read, a write and a 1-byte mask (Korthikanti et al. Sec. 4.1).
+    score_elements = tokens * ctx.seq_length * shape.heads / st.tp
+    bytes_per_element = 4.0 + (5.0 if ctx.dropout else 0.0)
+    return gemm + memory_bound_s(score_elements * bytes_per_element, hw)
+
+
+def layer_forward_elementwise_s(
+    ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
+) -> tuple[Array, Array]:
+    """Memory-bound kernels of one layer, forward: (dense layer, MoE layer) seconds."""
+    shape, act_B = ctx.shape, ctx.activation_bytes
+    h = shape.hidden
+    # Outside the tensor-parallel region (sharded only under sequence parallelism): 2 norms
+    # (read + write h), 2 residual adds (read 2h, write h), optionally 2 dropouts (read, write,
+    # 1-byte mask).
+    replicated_elems = 2 * 2 * h + 2 * 3 * h
+    replicated_B = replicated_elems * act_B + (2 * (2 * h * act_B + h) if ctx.dropout else 0.0)
+    replicated_B = replicated_B / sequence_divisor(st)
+    # Inside: the activation function over the FFN width (GeLU: read f, write f; SwiGLU: read
+    # 2f, write f), sharded by tp. Rotary embeddings on q and k (SwiGLU-era models).
+    act_elems_per_ffn = 3.0 if ctx.swiglu else 2.0
+    rope_B = 2 * (shape.q_width + shape.kv_width) * act_B if ctx.swiglu else 0.0
+    dense_tp_B = (act_elems_per_ffn * shape.ffn * act_B + rope_B) / st.tp
+    # MoE: routed copies of the token (permute in, unpermute out: read + write h each) and the
+    # experts' activation functions over top_k (+ shared) expert widths.
+    active = shape.top_k + shape.shared_experts
+    moe_tp_B = (
+        active * act_elems_per_ffn * shape.expert_ffn * act_B + 4 * shape.top_k * h * act_B + rope_B
+    ) / st.tp
+    return (
+        memory_bound_s(tokens * (replicated_B + dense_tp_B), hw),
+        memory_bound_s(tokens * (replicated_B + moe_tp_B), hw),
+    )
+
+
+def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array) -> ComputeTimes:
+    """Forward, backward and recompute time of one micro-batch on this stage."""
+    shape, half = ctx.shape, ctx.params.gemm_half_dim
+    h, layers = shape.hidden, st.layers
+    attn_gemm, dense_mlp, moe_mlp = layer_forward_gemm_s(ctx, st, hw, tokens)
+    core = attention_core_forward_s(ctx, st, hw, tokens)
+    dense_elem, moe_elem = layer_forward_elementwise_s(ctx, st, hw, tokens)
+    dense_fwd = attn_gemm + dense_mlp + core + dense_elem
+    moe_fwd = attn_gemm + moe_mlp + core + moe_elem
+    layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd
+    vocab_tp = shape.vocab / st.tp
+    head_fwd = gemm_time_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, half)
+    loss_s = memory_bound_s(tokens * vocab_tp * LOSS_BYTES_PER_LOGIT, hw)
+    embed_s = memory_bound_s(tokens * h * ctx.activation_bytes * 3.0, hw)
+    forward = layers_fwd + st.has_head * (head_fwd + loss_s / 3.0) + st.has_embedding * embed_s
+    # The fused attention core's backward is FLASH_BACKWARD_FACTOR x its forward; the excess
+    # over the 2x every other kernel takes is added here.
+    attention_bwd_extra = (
+        (FLASH_BACKWARD_FACTOR - 2.0) * layers * core if ctx.flash_attention else 0.0
+    )
+    backward = (
+        2.0 * layers_fwd
+        + attention_bwd_extra
+        + st.has_head * (2.0 * head_fwd + 2.0 * loss_s / 3.0)
+        + (st.has_embedding * embed_s)
+    )
+    weight_grad = (
+        st.dense_layers * (attn_gemm + dense_mlp)
+        + st.moe_layers * (attn_gemm + moe_mlp)
+        + st.has_head * head_fwd
+    )
+    return ComputeTimes(
+        forward_s=forward,
+        backward_s=backward,
+        recompute_s=by_recompute(st.recompute, full=layers_fwd, selective=layers * core),
+        attention_core_s=core,
+        weight_grad_s=weight_grad,
+    )
+
+
+def hardware_flops_per_microbatch(ctx: ModelContext, st: StageInputs, tokens: Array) -> Array:
+    """FLOPs this GPU executes per micro-batch, recompute included (HFU's numerator)."""
+    shape = ctx.shape
+    core = shape.attention_core_flops(ctx.seq_length)
+    dense = shape.attention_proj_flops + shape.dense_mlp_flops + core
+    moe = shape.attention_proj_flops + shape.moe_mlp_flops + core
+    layer_fwd = tokens * (st.dense_layers * dense + st.moe_layers * moe) / st.tp
+    head = st.has_head * tokens * shape.logits_flops / st.tp
+    recompute = by_recompute(
+        st.recompute, full=layer_fwd, selective=tokens * st.layers * core / st.tp
+    )
+    return 3.0 * (layer_fwd + head) + recompute

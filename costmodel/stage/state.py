@@ -1,0 +1,86 @@
+"""Parameters a stage holds per GPU and the model-state memory they take under each ZeRO stage.
+
+Bytes per parameter come from ``context._BYTES_PER_PARAM`` (Megatron's 18 B/param for bf16,
+Rajbhandari et al. SC'20 Sec. 3.1's 16 for fp16). ZeRO (Rajbhandari et al. Fig. 1) shards the
+optimizer states (stage 1, Megatron's distributed optimizer), also the gradients (stage 2) and
+also the weights (stage 3 / FSDP) over the data-parallel group: dp x cp ranks for the
+replicated parameters, (dp x cp) / ep for the experts (each expert has fewer replicas).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodel.context import ModelContext
+from costmodel.stage.inputs import Array, StageInputs
+
+
+@dataclass
+class StageParams:
+    """Parameter counts per GPU of one stage instance, before ZeRO sharding."""
+
+    replicated: Array  # attention, dense MLP, shared experts, norms, embedding/head shards
+    experts: Array  # routed experts this GPU hosts
+    shard: Array  # ranks the replicated parameters are sharded over (dp x cp)
+    expert_shard: Array  # ranks the experts are sharded over
+    per_layer: Array  # one layer's parameters per GPU (what ZeRO-3 gathers at a time)
+
+    def sharded_at(self, stage: Array, zero: Array) -> Array:
+        """Parameters of one kind of state per GPU: sharded when ``zero >= stage``."""
+        return np.where(
+            zero >= stage,
+            self.replicated / self.shard + self.experts / self.expert_shard,
+            self.replicated + self.experts,
+        )
+
+
+def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
+    shape = ctx.shape
+    layers = st.layers
+    dense_per_layer = shape.attention_params + shape.dense_mlp_params
+    moe_replicated = shape.attention_params + shape.moe_shared_params
+    embedding = shape.vocab * shape.hidden
+    replicated = (
+        st.dense_layers * dense_per_layer
+        + st.moe_layers * moe_replicated
+        + st.has_embedding * embedding
+        + st.has_head * embedding
+    ) / st.tp + layers * shape.norm_params
+    experts_per_gpu = np.where(shape.num_experts > 0, shape.num_experts / st.ep, 0.0)
+    experts = st.moe_layers * experts_per_gpu * shape.expert_params / st.tp
+    shard = st.dp * st.cp
+    per_layer = (
+        (
+            st.dense_layers * dense_per_layer
+            + st.moe_layers * (moe_replicated + experts_per_gpu * shape.expert_params)
+        )
+        / np.maximum(layers, 1)
+        / st.tp
+    )
+    return StageParams(
+        replicated=replicated,
+        experts=experts,
+        shard=shard,
+        expert_shard=np.maximum(shard / st.ep, 1.0),
+        per_layer=per_layer,
+    )
+
+
+@dataclass
+class StateBytes:
+    weights_B: Array
+    grads_B: Array
+    optimizer_B: Array
+    optimizer_params: Array  # parameters whose optimizer states this GPU holds and updates
+
+
+def state_bytes(ctx: ModelContext, st: StageInputs, held: StageParams) -> StateBytes:
+    """Weights, gradients and optimizer states per GPU under the stage's ZeRO stage."""
+    zero = st.zero_stage
+    optimizer_params = held.sharded_at(1, zero)
+    return StateBytes(
+        weights_B=ctx.weight_bytes * held.sharded_at(3, zero),
+        grads_B=ctx.grad_bytes * held.sharded_at(2, zero),
+        optimizer_B=np.where(st.offload_optimizer > 0, 0.0, ctx.optimizer_bytes * optimizer_params),
+        optimizer_params=optimizer_params,
+    )
