@@ -32,7 +32,15 @@ def bus_bandwidth_Bps(n: Array, local: Array, intra_Bps: Array, inter_Bps: Array
 
 
 def link_latency_s(n: Array, local: Array, intra_s: Array, inter_s: Array) -> Array:
-    return np.where(local >= n, intra_s, inter_s)
+    """Mean per-step latency of a ring over n ranks with ``local`` per node.
+
+    A ring laid out node by node (NCCL's rings follow the topology) crosses the network once
+    per node, n / local times, and takes its other n - n / local steps over the scale-up links;
+    a group inside one node never leaves it.
+    """
+    crossings = np.minimum(n / np.maximum(local, 1), n)
+    mean = (crossings * inter_s + (n - crossings) * intra_s) / np.maximum(n, 1)
+    return np.where(local >= n, intra_s, mean)
 
 
 def all_reduce_s(size_B: Array, n: Array, busbw_Bps: Array, latency_s: Array) -> Array:

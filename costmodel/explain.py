@@ -29,7 +29,7 @@ _PER_MICROBATCH_PARTS = (
     "cp_comm_s",
     "ep_comm_s",
     "pp_comm_s",
-    "zero3_exposed_s",
+    "sharded_dp_exposed_s",
     "overhead_s",
 )
 
@@ -74,7 +74,7 @@ def time_breakdown(
         ep_comm=m * slowest["ep_comm_s"],
         pp_comm=m * slowest["pp_comm_s"],
         pipeline_bubble=bubble_s,
-        dp_comm_exposed=dp_exposed_s + m * slowest["zero3_exposed_s"],
+        dp_comm_exposed=dp_exposed_s + m * slowest["sharded_dp_exposed_s"],
         optimizer=optimizer_s,
         other=per_step_overhead_s + m * slowest["overhead_s"],
     )

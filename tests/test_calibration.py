@@ -80,7 +80,12 @@ def test_nccl_tests_output_calibrates_the_inter_node_links() -> None:
         collectives=parse_nccl_tests(text, op="all_gather"),
     )
     result = fit_calibration([profile])
-    assert set(result.fitted) == {"inter_node_efficiency", "inter_node_latency_us"}
+    # One topology (2 nodes x 8): a ring's latency mixes its 2 network and 14 NVLink steps, so
+    # only one latency is identifiable from it (either may be the one fitted).
+    fitted = set(result.fitted)
+    assert "inter_node_efficiency" in fitted
+    assert len(fitted & {"inter_node_latency_us", "intra_node_latency_us"}) == 1
+    assert len(fitted) == 2
     # 38 GB/s bus bandwidth over 8 x 25 GB/s NICs: the links ran at about 19% of line rate.
     assert result.params.inter_node_efficiency == pytest.approx(0.19, abs=0.02)
     assert result.held_out_mape_after < 0.05 < result.held_out_mape_before

@@ -150,6 +150,7 @@ PARAMETERS: dict[str, ParamSpec] = {
             resting_upper=True,
             prior_sigma=0.5,
         ),
+        ParamSpec("host_op_overhead_us", "host time per kernel (us)", "log", 0.1, 10_000.0),
         ParamSpec(
             "per_microbatch_overhead_s",
             "overhead per micro-batch (s)",

@@ -69,7 +69,7 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         cp_comm_s=cp_comm_s(ctx, st, hw, tokens, compute),
         ep_comm_s=ep_comm_s(ctx, st, hw, tokens),
         pp_comm_s=pp_comm_s(ctx, st, tokens),
-        zero3_exposed_s=dp.zero3_exposed_s,
+        sharded_dp_exposed_s=dp.sharded_exposed_s,
         overhead_s=np.full_like(compute.forward_s, ctx.params.per_microbatch_overhead_s),
         dp_comm_s=dp.end_of_step_s,
         dp_overlap_budget_s=dp.overlap_budget_s,

@@ -124,6 +124,12 @@ def activation_memory(ctx: ModelContext, st: StageInputs, tokens: Array) -> Acti
 
 
 def other_memory_B(ctx: ModelContext, st: StageInputs, held: StageParams) -> Array:
-    """Memory beyond states and activations: ZeRO-3 keeps the current and the prefetched
-    layer's full weights gathered (the framework's own memory is added by the caller)."""
-    return np.where(st.zero_stage >= 3, 2.0 * held.per_layer * ctx.weight_bytes, 0.0)
+    """Memory beyond states and activations (the framework's own is added by the caller).
+
+    ZeRO-3 keeps the current and the prefetched layer's full weights gathered; ZeRO-2 and 3
+    hold one layer's full gradients until their reduce-scatter (FSDP's unsharded gradient of
+    the unit in backward; DeepSpeed's reduce bucket).
+    """
+    gathered = np.where(st.zero_stage >= 3, 2.0 * held.per_layer * ctx.weight_bytes, 0.0)
+    unsharded_grads = np.where(st.zero_stage >= 2, held.per_layer * ctx.grad_bytes, 0.0)
+    return gathered + unsharded_grads

@@ -11,6 +11,7 @@
   ``FLASH_BACKWARD_FACTOR`` x for the fused attention core.
 - Recompute re-runs the layers' forward (full) or the attention core (selective; Korthikanti
   et al. Sec. 5).
+- FP8 GEMMs add their quantization kernels (``fp8_casts``).
 """
 
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from costmodel.kernels import (
     gemm_time_s,
     memory_bound_s,
 )
+from costmodel.stage.fp8_casts import cast_bytes_per_token
 from costmodel.stage.inputs import Array, StageInputs, by_recompute, sequence_divisor
 
 # Cross-entropy over the vocabulary shard, forward + backward, in HBM bytes per logit:
@@ -125,16 +127,57 @@ def layer_forward_elementwise_s(
     )
 
 
+def forward_kernels_per_layer(ctx: ModelContext) -> tuple[float, float]:
+    """Kernels one layer's forward issues: (dense layer, MoE layer).
+
+    The kernels this module prices: QKV and projection GEMMs, the MLP's GEMMs (2 GeLU, 3
+    SwiGLU), 2 norms, 2 residual adds, the activation (SwiGLU: + the gating multiply), rotary
+    embedding on q and k (SwiGLU-era models), the attention core (fused: 1; unfused: 2 batched
+    GEMMs + softmax, + dropout), 2 dropouts when present and 2 TP collectives; an MoE layer adds
+    the router GEMM, top-k, permute and unpermute and runs its experts as grouped GEMMs.
+    """
+    shape = ctx.shape
+    attention = 2.0 + (1.0 if ctx.flash_attention else 3.0 + float(ctx.dropout))
+    elementwise = 4.0 + (2.0 if ctx.swiglu else 1.0) + (2.0 if ctx.swiglu else 0.0)
+    common = attention + elementwise + (2.0 if ctx.dropout else 0.0) + 2.0
+    dense = common + shape.ffn_matrices
+    moe = common + shape.ffn_matrices * (1 + min(shape.shared_experts, 1)) + 4.0
+    return dense, moe
+
+
+def _fp8_cast_s(
+    ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
+) -> tuple[Array, Array]:
+    """FP8 quantization kernels of the stage's layers: (forward, backward) seconds."""
+    dense_fwd, dense_bwd, moe_fwd, moe_bwd = cast_bytes_per_token(ctx)
+    if not (dense_fwd or moe_fwd):
+        return np.zeros_like(tokens), np.zeros_like(tokens)
+    per_gpu = tokens / st.tp
+
+    def seconds(dense_B: float, moe_B: float) -> Array:
+        return memory_bound_s(per_gpu * (st.dense_layers * dense_B + st.moe_layers * moe_B), hw)
+
+    return seconds(dense_fwd, moe_fwd), seconds(dense_bwd, moe_bwd)
+
+
 def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array) -> ComputeTimes:
-    """Forward, backward and recompute time of one micro-batch on this stage."""
+    """Forward, backward and recompute time of one micro-batch on this stage.
+
+    A layer's GPU time is floored by the host time to issue its kernels (``host_op_overhead_us``
+    per kernel; the backward issues twice the forward's: input and weight gradients, and an
+    autograd node per op): kernels run asynchronously, so the slower of the two sets the pace.
+    """
     shape, half = ctx.shape, ctx.params.gemm_half_dim
     h, layers = shape.hidden, st.layers
     attn_gemm, dense_mlp, moe_mlp = layer_forward_gemm_s(ctx, st, hw, tokens)
     core = attention_core_forward_s(ctx, st, hw, tokens)
     dense_elem, moe_elem = layer_forward_elementwise_s(ctx, st, hw, tokens)
-    dense_fwd = attn_gemm + dense_mlp + core + dense_elem
-    moe_fwd = attn_gemm + moe_mlp + core + moe_elem
-    layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd
+    dense_kernels, moe_kernels = forward_kernels_per_layer(ctx)
+    issue_s = ctx.params.host_op_overhead_us * 1e-6
+    dense_fwd = np.maximum(attn_gemm + dense_mlp + core + dense_elem, dense_kernels * issue_s)
+    moe_fwd = np.maximum(attn_gemm + moe_mlp + core + moe_elem, moe_kernels * issue_s)
+    cast_fwd, cast_bwd = _fp8_cast_s(ctx, st, hw, tokens)
+    layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd + cast_fwd
     vocab_tp = shape.vocab / st.tp
     head_fwd = gemm_time_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, half)
     loss_s = memory_bound_s(tokens * vocab_tp * LOSS_BYTES_PER_LOGIT, hw)
@@ -146,7 +189,8 @@ def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Arra
         (FLASH_BACKWARD_FACTOR - 2.0) * layers * core if ctx.flash_attention else 0.0
     )
     backward = (
-        2.0 * layers_fwd
+        2.0 * (layers_fwd - cast_fwd)
+        + cast_bwd
         + attention_bwd_extra
         + st.has_head * (2.0 * head_fwd + 2.0 * loss_s / 3.0)
         + (st.has_embedding * embed_s)

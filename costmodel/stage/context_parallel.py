@@ -8,7 +8,7 @@ import numpy as np
 
 from costmodel import comm
 from costmodel.context import ModelContext
-from costmodel.kernels import Hardware
+from costmodel.kernels import FLASH_BACKWARD_FACTOR, Hardware
 from costmodel.stage.compute import ComputeTimes
 from costmodel.stage.inputs import Array, StageInputs
 
@@ -16,14 +16,30 @@ from costmodel.stage.inputs import Array, StageInputs
 def cp_comm_s(
     ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array, compute: ComputeTimes
 ) -> Array:
-    """Exposed ring-exchange time of one micro-batch: forward passes K and V, backward K, V and
-    their gradients (twice the traffic, behind twice the compute)."""
+    """Ring-exchange time of one micro-batch on the critical path.
+
+    Forward passes K and V in cp - 1 hops, each a send/receive with its own latency; backward
+    passes K, V and their gradients (twice the traffic) behind the attention backward. Traffic
+    hidden behind the attention core still costs ``overlap_interference`` of its time, like
+    every other overlapped collective.
+    """
+    params = ctx.params
     cp_local = comm.ranks_per_node(st.cp, st.tp, hw.gpus_per_node)
+    inside = cp_local >= st.cp
     bandwidth = comm.scaled(
-        np.where(cp_local >= st.cp, hw.intra_Bps, hw.inter_Bps), ctx.params.p2p_bandwidth_scale
+        np.where(inside, hw.intra_Bps, hw.inter_Bps), params.p2p_bandwidth_scale
+    )
+    latency = comm.scaled(
+        np.where(inside, hw.intra_latency_s, hw.inter_latency_s), params.p2p_latency_scale
     )
     kv_chunk_B = tokens * 2 * ctx.shape.kv_width / st.tp * ctx.activation_bytes
-    forward = (st.cp - 1) * kv_chunk_B / bandwidth
+    hops = st.cp - 1
+    forward = hops * comm.p2p_s(kv_chunk_B, bandwidth, latency)
+    backward = hops * comm.p2p_s(2.0 * kv_chunk_B, bandwidth, latency)
     core = compute.attention_core_s
-    exposed = np.maximum(0.0, forward - core) + np.maximum(0.0, 2 * forward - 2 * core)
+    core_backward = (FLASH_BACKWARD_FACTOR if ctx.flash_attention else 2.0) * core
+    interference = params.overlap_interference
+    exposed = np.maximum(forward - core, interference * forward) + np.maximum(
+        backward - core_backward, interference * backward
+    )
     return np.where(st.cp > 1, st.layers * exposed, 0.0)

@@ -2,12 +2,19 @@
 
 - No ZeRO: one all-reduce of the gradients after the last backward (PyTorch DDP, Megatron DDP),
   overlapped with the backward pass (``pipeline.exposed_dp_comm``).
-- ZeRO-1/2 (Megatron distributed optimizer, DeepSpeed ZeRO-1/2): reduce-scatter the gradients,
-  then all-gather the updated 16-bit weights (Rajbhandari et al. SC'20 Sec. 5; the same volume
-  as one all-reduce).
-- ZeRO-3 / FSDP: every micro-batch all-gathers the weights for forward and again for backward
-  and reduce-scatters its gradients (PyTorch FSDP reshard_after_forward; Zhao et al. VLDB'23),
-  hidden behind that micro-batch's compute when prefetching keeps up.
+- ZeRO-1 (Megatron's distributed optimizer, DeepSpeed ZeRO-1): full gradients accumulate over
+  the micro-batches; after the last one, reduce-scatter them and all-gather the updated 16-bit
+  weights (Rajbhandari et al. SC'20 Sec. 5; the volume of one all-reduce).
+- ZeRO-2 (DeepSpeed ZeRO-2, FSDP SHARD_GRAD_OP without no_sync): only a gradient shard is kept,
+  so every micro-batch reduce-scatters its gradients during its backward (DeepSpeed's
+  ``reduce_scatter`` in ``stage_1_and_2.py`` runs per backward; gradient accumulation cannot
+  keep unsharded gradients it has no memory for); the weights are all-gathered once per step.
+- ZeRO-3 / FSDP: every micro-batch all-gathers each layer's weights for forward and again for
+  backward and reduce-scatters each layer's gradients (PyTorch FSDP reshard_after_forward; Zhao
+  et al. VLDB'23 Sec. 3.3), one collective per layer (FSDP unit) and kind, each paying its own
+  latency; prefetching hides them behind the neighbouring layer's compute, except the first
+  forward gather, which nothing precedes.
+Hidden traffic still costs ``overlap_interference`` of its time (SM and HBM contention).
 Expert parameters reduce over their own, smaller data-parallel group.
 """
 
@@ -25,7 +32,7 @@ from costmodel.stage.state import StageParams
 @dataclass
 class DpTraffic:
     end_of_step_s: Array  # gradient reduction (+ ZeRO-1/2 parameter all-gather) per step
-    zero3_exposed_s: Array  # per micro-batch: the part of ZeRO-3's traffic compute cannot hide
+    sharded_exposed_s: Array  # per micro-batch: ZeRO-2/3 traffic compute cannot hide
     overlap_budget_s: Array  # backward compute the end-of-step reduction may hide behind
 
 
@@ -63,6 +70,14 @@ def _dp_links(st: StageInputs, hw: Hardware, held: StageParams) -> _Links:
     )
 
 
+def _hidden_cost_s(traffic: Array, compute: Array, ctx: ModelContext) -> Array:
+    """What ``traffic`` overlapped with ``compute`` adds to the critical path."""
+    params = ctx.params
+    return np.maximum(
+        traffic - params.grad_reduce_overlap * compute, params.overlap_interference * traffic
+    )
+
+
 def dp_traffic(
     ctx: ModelContext,
     st: StageInputs,
@@ -75,37 +90,46 @@ def dp_traffic(
     """End-of-step and per-micro-batch data-parallel traffic under the stage's ZeRO stage."""
     params = ctx.params
     links = _dp_links(st, hw, held)
-    grads_B, expert_grads_B = held.replicated * ctx.grad_bytes, held.experts * ctx.grad_bytes
-    weights_B, expert_weights_B = (
-        held.replicated * ctx.weight_bytes,
-        held.experts * ctx.weight_bytes,
-    )
-    all_reduce = comm.all_reduce_s(
-        grads_B, held.shard, links.busbw, links.latency
-    ) + comm.all_reduce_s(expert_grads_B, held.expert_shard, links.expert_busbw, links.latency)
     # The same links at each op's bus bandwidth and latency (all-reduce is the reference).
     gather = links.scaled(params.all_gather_bandwidth_scale, params.all_gather_latency_scale)
     scatter = links.scaled(
         params.reduce_scatter_bandwidth_scale, params.reduce_scatter_latency_scale
     )
-    gather_weights = comm.all_gather_s(weights_B, held.shard, gather.busbw, gather.latency)
-    scatter_grads = comm.reduce_scatter_s(grads_B, held.shard, scatter.busbw, scatter.latency)
-    gather_experts = comm.all_gather_s(
-        expert_weights_B, held.expert_shard, gather.expert_busbw, gather.latency
-    )
-    scatter_experts = comm.reduce_scatter_s(
-        expert_grads_B, held.expert_shard, scatter.expert_busbw, scatter.latency
-    )
-    sharded_reduce = scatter_grads + gather_weights + scatter_experts + gather_experts
+    # Collectives are issued per FSDP unit / ZeRO bucket: one per layer, embedding and head.
+    units = np.maximum(st.layers, 1) + st.has_embedding + st.has_head
+
+    def per_unit(op, total_B: Array, experts_B: Array, links_: _Links, count: Array) -> Array:
+        """``count`` collectives of 1/count of the replicated and the expert volumes."""
+        return count * (
+            op(total_B / count, held.shard, links_.busbw, links_.latency)
+            + op(experts_B / count, held.expert_shard, links_.expert_busbw, links_.latency)
+        )
+
+    grads_B, expert_grads_B = held.replicated * ctx.grad_bytes, held.experts * ctx.grad_bytes
+    weights_B = held.replicated * ctx.weight_bytes
+    expert_weights_B = held.experts * ctx.weight_bytes
+    one = np.ones_like(units)
+    all_reduce = per_unit(comm.all_reduce_s, grads_B, expert_grads_B, links, one)
+    gather_step = per_unit(comm.all_gather_s, weights_B, expert_weights_B, gather, one)
+    scatter_step = per_unit(comm.reduce_scatter_s, grads_B, expert_grads_B, scatter, one)
+    gather_layers = per_unit(comm.all_gather_s, weights_B, expert_weights_B, gather, units)
+    scatter_layers = per_unit(comm.reduce_scatter_s, grads_B, expert_grads_B, scatter, units)
+
     zero = st.zero_stage
-    zero3_per_mb = 2.0 * gather_weights + scatter_grads + 2.0 * gather_experts + scatter_experts
-    zero3_hidden_cost = np.maximum(
-        zero3_per_mb - params.grad_reduce_overlap * microbatch_compute_s,
-        params.overlap_interference * zero3_per_mb,
+    # ZeRO-3: the first forward gather is exposed, the rest hide behind the compute.
+    first_gather = gather_layers / units
+    zero3 = first_gather + _hidden_cost_s(
+        2.0 * gather_layers + scatter_layers - first_gather, microbatch_compute_s, ctx
     )
-    end_of_step = np.where(zero >= 3, 0.0, np.where(zero >= 1, sharded_reduce, all_reduce))
+    zero2 = _hidden_cost_s(scatter_layers, backward_s, ctx)
+    sharded = np.where(zero >= 3, zero3, np.where(zero == 2, zero2, 0.0))
+    end_of_step = np.select(
+        [zero >= 3, zero == 2, zero == 1],
+        [0.0, gather_step, scatter_step + gather_step],
+        default=all_reduce,
+    )
     return DpTraffic(
         end_of_step_s=np.where(held.shard > 1, end_of_step, 0.0),
-        zero3_exposed_s=np.where(zero >= 3, zero3_hidden_cost, 0.0),
+        sharded_exposed_s=np.where(held.shard > 1, sharded, 0.0),
         overlap_budget_s=params.grad_reduce_overlap * backward_s,
     )

@@ -61,7 +61,7 @@ class StageCosts:
     cp_comm_s: Array
     ep_comm_s: Array
     pp_comm_s: Array
-    zero3_exposed_s: Array
+    sharded_dp_exposed_s: Array  # ZeRO-2/3 traffic per micro-batch compute cannot hide
     overhead_s: Array
     dp_comm_s: Array  # end-of-step gradient reduction (+ ZeRO-1/2 parameter all-gather)
     dp_overlap_budget_s: Array  # backward compute the reduction may hide behind
@@ -85,7 +85,7 @@ class StageCosts:
             + self.cp_comm_s
             + self.ep_comm_s
             + self.pp_comm_s
-            + self.zero3_exposed_s
+            + self.sharded_dp_exposed_s
             + self.overhead_s
         )
 

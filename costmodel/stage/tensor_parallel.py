@@ -46,7 +46,8 @@ def tp_comm_s(
     """Exposed tensor-parallel communication time of one micro-batch.
 
     Forward: 2 collectives per layer (+2 when full recompute re-runs the forward), on the
-    critical path unless ``tp_comm_overlap`` pipelines them with the GEMMs. Backward: Megatron-LM
+    critical path unless ``tp_comm_overlap`` pipelines them with the GEMMs (then a share,
+    minus the interference, is hidden). Backward: Megatron-LM
     overlaps its 2 collectives with the weight-gradient GEMMs (Korthikanti et al. Table 4 note;
     LinearWithGradAccumulationAndAsyncCommunication), so only the excess shows, and hidden
     traffic still costs ``overlap_interference`` of its time.
@@ -58,7 +59,10 @@ def tp_comm_s(
     one_allreduce = _one_activation_allreduce_s(ctx, st, hw, tokens, busbw, lat)
     forward_collectives = 2.0 + np.where(st.recompute == RECOMPUTE_FULL, 2.0, 0.0)
     forward = layers * forward_collectives * one_allreduce
-    forward = forward * np.where(st.tp_comm_overlap > 0, 1.0 - params.tp_comm_overlap_fraction, 1.0)
+    # tp_comm_overlap (Transformer Engine userbuffers) hides a share behind the GEMMs, which
+    # still pays the interference every overlapped collective does.
+    hidden = params.tp_comm_overlap_fraction * (1.0 - params.overlap_interference)
+    forward = forward * np.where(st.tp_comm_overlap > 0, 1.0 - hidden, 1.0)
     # Vocabulary-parallel embedding and output layer (Megatron-LM VocabParallelEmbedding,
     # vocab_parallel_cross_entropy): the embedding's output is all-reduced forward, on the
     # critical path; the output layer's input gradient backward, behind its weight-gradient
