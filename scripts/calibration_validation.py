@@ -1,8 +1,11 @@
 """Demonstration 1: calibrate on half of each source's published runs, predict the other half.
 
-    .venv/bin/python scripts/calibration_validation.py [--folds K]
+    .venv/bin/python scripts/calibration_validation.py [--folds K] [--data DIR] [--dev-set]
 
-Rows of ``validation/runs.csv`` (the fully specified ones ``costmodel.validation`` uses) are
+The rows are those the validation harness (``app.validation``) scores in ``DIR/runs.csv``
+(default ``validation/``), each with the plan it priced (recompute resolved where the source is
+silent); rows the uncalibrated model predicts infeasible are left out, as calibration can only
+fit runs it can price. ``--dev-set`` keeps the 161 rows the previous harness scored. Rows are
 sorted by id within each source and dealt alternately into a calibration half and a test half,
 so every sweep is split between both. The calibration sees only its half (and cross-validates
 within it); the table reports, per source, the test half's MAPE of tokens/s per GPU with the
@@ -12,14 +15,18 @@ default parameters and with the calibrated ones.
 import argparse
 import time
 from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
+from app.validation import Case, run
 from costmodel.api import estimate
 from costmodel.calibration import CalibrationError, fit_calibration
 from costmodel.observations import StepObservation
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
-from costmodel.validation import Case, load_cases
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def observation(case: Case) -> StepObservation:
@@ -27,7 +34,7 @@ def observation(case: Case) -> StepObservation:
     gpus = plan.dp * plan.tp * plan.pp * plan.cp
     return StepObservation(
         name=case.row_id,
-        source=case.short_source,
+        source=case.source,
         model=case.model,
         training=case.training,
         cluster=case.cluster,
@@ -36,10 +43,20 @@ def observation(case: Case) -> StepObservation:
     )
 
 
+def priceable_cases(data_dir: Path, dev_set_only: bool) -> list[Case]:
+    """The harness's scored rows, each carrying the plan it priced, that the model can run."""
+    report = run(data_dir)
+    return [
+        replace(outcome.case, plan=outcome.plan)
+        for outcome in report.outcomes
+        if outcome.feasible and (outcome.case.in_dev_set or not dev_set_only)
+    ]
+
+
 def split(cases: list[Case]) -> tuple[list[Case], list[Case]]:
     by_source: dict[str, list[Case]] = defaultdict(list)
     for case in cases:
-        by_source[case.short_source].append(case)
+        by_source[case.source].append(case)
     train, test = [], []
     for group in by_source.values():
         group.sort(key=lambda case: case.row_id)
@@ -53,7 +70,7 @@ def mape(cases: list[Case], params: EfficiencyParams) -> dict[str, float]:
     for case in cases:
         result = estimate(case.model, case.training, case.cluster, case.plan, params=params)
         measured = case.measured_tokens_per_s_per_gpu
-        errors[case.short_source].append(abs(result.tokens_per_s_per_gpu / measured - 1))
+        errors[case.source].append(abs(result.tokens_per_s_per_gpu / measured - 1))
     table = {source: float(np.mean(values)) for source, values in sorted(errors.items())}
     table["ALL (mean of rows)"] = float(np.mean([e for values in errors.values() for e in values]))
     return table
@@ -62,8 +79,14 @@ def mape(cases: list[Case], params: EfficiencyParams) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folds", type=int, default=5, help="k-fold inside the calibration half")
+    parser.add_argument(
+        "--data", type=Path, default=REPO_ROOT / "validation", help="folder holding runs.csv"
+    )
+    parser.add_argument(
+        "--dev-set", action="store_true", help="only the 161 rows the previous harness scored"
+    )
     args = parser.parse_args()
-    cases, _ = load_cases()
+    cases = priceable_cases(args.data, args.dev_set)
     train, test = split(cases)
     started = time.perf_counter()
     try:
@@ -84,7 +107,7 @@ def main() -> int:
     print(f"{'source':<26}{'rows':>5}{'default':>10}{'calibrated':>12}")
     counts = defaultdict(int)
     for case in test:
-        counts[case.short_source] += 1
+        counts[case.source] += 1
     counts["ALL (mean of rows)"] = len(test)
     for source in before:
         print(

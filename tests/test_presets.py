@@ -153,8 +153,11 @@ def test_validation_set_model_names_resolve_to_matching_presets() -> None:
             "kv_heads": model.kv_heads,
             "vocab": model.vocab_size,
         }
+        # NVIDIA's DGX Cloud tables run reduced-depth proxies of a model on few GPUs: the
+        # layers column holds the proxy's depth (data set README), the rest is the full model.
+        proxy = "reduced-depth proxy" in row["notes"]
         for column, value in resolved.items():
-            if row[column]:
+            if row[column] and not (proxy and column == "layers"):
                 assert int(row[column]) == value, (row["id"], column, preset)
                 checked += 1
     assert checked > 500
