@@ -31,6 +31,7 @@ _DEFAULTS: dict[str, Any] = {
     "overlap_grad_reduce": True,
     "tp_comm_overlap": False,
     "schedule": 0,
+    "dp_shard": 0,  # 0: the states are sharded over all dp x cp ranks
 }
 REQUIRED = ("dp", "tp", "pp", "micro_batch_size")
 KNOWN = (*REQUIRED, *_DEFAULTS, "sequence_parallel")
@@ -71,6 +72,9 @@ def normalize_plans(plans: Mapping[str, Any]) -> dict[str, np.ndarray]:
             raise ValueError(f"plans field '{name}' must be >= 1")
     if np.any((out["zero_stage"] < 0) | (out["zero_stage"] > 3)):
         raise ValueError("plans field 'zero_stage' must be 0..3")
+    shard = out["dp_shard"]
+    if np.any((shard < 0) | ((shard > 0) & ((out["dp"] * out["cp"]) % np.maximum(shard, 1) != 0))):
+        raise ValueError("plans field 'dp_shard' must be 0 (all) or divide dp x cp")
     return out
 
 
@@ -129,6 +133,7 @@ def plan_arrays(plan: Plan) -> dict[str, np.ndarray]:
         "tp_comm_overlap": int(plan.tp_comm_overlap),
         "schedule": int(plan.schedule == "gpipe"),
         "sequence_parallel": int(plan.sp),
+        "dp_shard": plan.dp_shard or 0,
     }
     return {name: np.array([value], dtype=np.int64) for name, value in values.items()}
 
@@ -199,6 +204,7 @@ def evaluate_homogeneous(
         pp_latency_s=row(pp_latency),
         dp_Bps=nan,
         dp_latency_s=nan,
+        dp_shard=row(p["dp_shard"]),
     )
     costs = stage_costs(ctx, inputs, hw)
 

@@ -159,6 +159,18 @@ class EfficiencyParams(BaseModel):
         le=10,
         description="Fixed host/launch overhead per micro-batch and stage.",
     )
+    moe_load_imbalance: float = Field(
+        default=1.25,
+        ge=1,
+        le=10,
+        description=(
+            "Tokens the busiest expert-parallel rank receives / the mean, which sets the pace of "
+            "every MoE layer's expert GEMMs and all-to-all when ep > 1 (the ranks synchronize "
+            "in the all-to-all). Switch Transformer trains with capacity factor 1.25 (Fedus et "
+            "al. 2022, Sec. 2.2 and Table 1): the per-expert load a balanced router is "
+            "provisioned for; dropless routers (Megatron-Core) run at the actual maximum."
+        ),
+    )
     host_op_overhead_us: float = Field(
         default=6.0,
         ge=0,

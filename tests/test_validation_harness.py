@@ -115,11 +115,13 @@ def test_grok_row_is_an_moe_model_with_ep_folded_into_dp(rows: dict[str, dict[st
     assert (plan.dp * plan.cp) % plan.ep == 0
 
 
-def test_jax_fsdp_rows_shard_everything_over_all_gpus(rows: dict[str, dict[str, str]]) -> None:
+def test_jax_fsdp_dp_rows_are_hybrid_sharded(rows: dict[str, dict[str, str]]) -> None:
+    """MaxText's FSDP+DP: states sharded over the stated FSDP group, replicated across it."""
     case = case_of(rows, "dgxc2411_maxtext_70b_bf16_512")
     assert case.plan.zero_stage == 3
     assert case.plan.dp == 512
-    assert any("FSDP over a subgroup" in text for text in case.assumptions)
+    assert "FSDP size 128" in rows["dgxc2411_maxtext_70b_bf16_512"]["zero_stage_or_fsdp"]
+    assert case.plan.dp_shard == 128
 
 
 def test_gpt3_rows_without_vocab_take_the_gpt2_bpe(rows: dict[str, dict[str, str]]) -> None:

@@ -373,6 +373,7 @@ def build_plan(row: dict[str, str], shape: _Shape, layout: _Layout) -> Plan:
         vpp=int_cell(row["vpp"]) or 1,
         micro_batch_size=layout.micro_batch,
         zero_stage=layout.zero_stage,
+        dp_shard=_fsdp_subgroup(row, layout),
         recompute=layout.recompute or "none",
         # "unknown" stays None: Megatron/NeMo turn sequence parallelism on whenever tp > 1.
         sequence_parallel=(sp_flag == "y") if sp_flag in ("y", "n") and shape.tp > 1 else None,
@@ -381,11 +382,17 @@ def build_plan(row: dict[str, str], shape: _Shape, layout: _Layout) -> Plan:
     )
 
 
-def _sharding_notes(row: dict[str, str], dp: int, zero_stage: int) -> list[str]:
-    """JAX FSDP+DP (hybrid sharding) is priced as ZeRO-3 over all data ranks: say so."""
+def _fsdp_subgroup(row: dict[str, str], layout: _Layout) -> int | None:
+    """The FSDP group of JAX FSDP+DP (hybrid sharding) when it is a strict subgroup of dp."""
     size = _FSDP_SIZE.search(row["zero_stage_or_fsdp"])
-    if zero_stage == 3 and size and int(size.group(1)) < dp:
-        return ["FSDP over a subgroup, replicated across it: priced as ZeRO-3 over all dp"]
+    if layout.zero_stage == 3 and size and int(size.group(1)) < layout.dp * layout.cp:
+        shard = int(size.group(1))
+        return shard if (layout.dp * layout.cp) % shard == 0 else None
+    return None
+
+
+def _sharding_notes(row: dict[str, str], dp: int, zero_stage: int) -> list[str]:
+    """Say how JAX FSDP+DP is priced when the source leaves the FSDP size out."""
     if zero_stage == 3 and "FSDP size not stated" in row["zero_stage_or_fsdp"]:
         return ["FSDP size not stated: ZeRO-3 over all dp"]
     return []

@@ -50,6 +50,16 @@ class Plan(Spec):
     zero_stage: int = Field(
         default=0, ge=0, le=3, description="0 none, 1 distributed optimizer, 2 +grads, 3 FSDP."
     )
+    dp_shard: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "Ranks the ZeRO-sharded states are split over: hybrid sharding (PyTorch HSDP, "
+            "torchtitan's data_parallel_shard_degree, DeepSpeed MiCS), replicated across the "
+            "dp x cp / dp_shard groups; default: all dp x cp ranks."
+        ),
+    )
     recompute: Recompute = "none"
     sequence_parallel: bool | None = Field(default=None, description="Default: tp > 1.")
     offload_optimizer: bool = False
@@ -74,6 +84,15 @@ class Plan(Spec):
             raise ValueError("vpp > 1 needs pp > 1 (interleaving splits pipeline stages)")
         if self.vpp > 1 and self.schedule == "gpipe":
             raise ValueError("vpp > 1 (interleaved) is a 1F1B schedule; set schedule '1f1b'")
+        if self.dp_shard is not None:
+            if self.zero_stage == 0:
+                raise ValueError("dp_shard needs zero_stage >= 1 (nothing is sharded at 0)")
+            if (self.dp * self.cp) % self.dp_shard:
+                raise ValueError(
+                    f"dp_shard {self.dp_shard} must divide dp x cp = {self.dp * self.cp}"
+                )
+            if self.stages is not None:
+                raise ValueError("dp_shard applies to homogeneous plans only")
         if self.sequence_parallel and self.tp == 1 and self.stages is None:
             raise ValueError("sequence_parallel needs tp > 1")
         if self.stages is not None:

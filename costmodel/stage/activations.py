@@ -36,17 +36,26 @@ def layer_activation_bytes(ctx: ModelContext, st: StageInputs, tokens: Array) ->
 
       outside TP: 2 norm inputs (4) + QKV input (2) + MLP input (2) + dropout masks (2)
       inside TP:  Q, K, V (2 + 4 * kv/q) + projection input (2) + FFN internals
-                  (GeLU 2f/h + 2f/h; SwiGLU 4 * 2f/h) + attention core (5as/h unfused with
-                  dropout, 2as/h without, 0 fused).
+                  + attention core (5as/h unfused with dropout, 2as/h without, 0 fused).
+
+    FFN internals: GeLU keeps the FC1 output and the FC2 input (2f/h + 2f/h); SwiGLU keeps the
+    FC1 output (gate and up, 4f/h) and the FC2 input (2f/h): Megatron-Core's fused bias-SwiGLU
+    saves only its input and recomputes the activation in backward
+    (megatron/core/fusions/fused_bias_swiglu.py), as torch.compile's min-cut partitioner does.
+    Under FP8, Transformer Engine saves each linear's input as its FP8 cast (1 byte instead of
+    2): the QKV, projection, FC1 and FC2 inputs.
     """
     shape = ctx.shape
     h = float(shape.hidden)
     sp_div = sequence_divisor(st)
-    outside = 8.0 + (2.0 if ctx.dropout else 0.0)
+    # A linear's saved input: 2 bytes per element, 1 when Transformer Engine keeps it in FP8.
+    linear_input = 1.0 if ctx.precision == "fp8" else 2.0
+    outside = 4.0 + 2.0 * linear_input + (2.0 if ctx.dropout else 0.0)
     q_ratio = shape.q_width / h
     kv_ratio = shape.kv_width / h
-    attention_inside = 2 * q_ratio + 4 * kv_ratio + 2 * q_ratio
-    ffn_factor = 8.0 if ctx.swiglu else 4.0
+    attention_inside = 2 * q_ratio + 4 * kv_ratio + linear_input * q_ratio
+    fc1_output = 4.0 if ctx.swiglu else 2.0  # gate and up, or the GeLU input
+    ffn_factor = fc1_output + linear_input
     dense_ffn = ffn_factor * shape.ffn / h
     active = shape.top_k + shape.shared_experts
     # Routed experts keep their input copy (2) and internals per active expert.

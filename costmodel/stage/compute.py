@@ -48,6 +48,11 @@ class ComputeTimes:
     weight_grad_s: Array  # weight-gradient GEMMs of the stage (TP backward hides behind them)
 
 
+def load_imbalance(ctx: ModelContext, st: StageInputs) -> Array:
+    """Peak-to-mean routed tokens per expert-parallel rank (1 without expert parallelism)."""
+    return np.where(st.ep > 1, ctx.params.moe_load_imbalance, 1.0)
+
+
 def layer_forward_gemm_s(
     ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
 ) -> tuple[Array, Array, Array]:
@@ -64,9 +69,10 @@ def layer_forward_gemm_s(
     dense_mlp = gemm(up_width, h) + gemm(h, shape.ffn / tp)
     if not shape.num_experts:
         return attention, dense_mlp, np.zeros_like(dense_mlp)
-    # Each GPU hosts E/ep experts; on average each receives tokens * top_k * ep / E tokens.
+    # Each GPU hosts E/ep experts; on average each receives tokens * top_k * ep / E tokens, the
+    # busiest rank moe_load_imbalance times that.
     experts_per_gpu = shape.num_experts / st.ep
-    expert_tokens = tokens * shape.top_k * st.ep / shape.num_experts
+    expert_tokens = tokens * shape.top_k * st.ep / shape.num_experts * load_imbalance(ctx, st)
     expert_up = shape.expert_ffn * (shape.ffn_matrices - 1) / tp
     routed = experts_per_gpu * (
         gemm(expert_up, h, expert_tokens) + gemm(h, shape.expert_ffn / tp, expert_tokens)

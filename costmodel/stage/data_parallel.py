@@ -123,13 +123,24 @@ def dp_traffic(
     )
     zero2 = _hidden_cost_s(scatter_layers, backward_s, ctx)
     sharded = np.where(zero >= 3, zero3, np.where(zero == 2, zero2, 0.0))
+    # Hybrid sharding: each shard's gradients are all-reduced across its replicas once per step
+    # (PyTorch HSDP; torchtitan data_parallel_replicate_degree), over the network.
+    replica_local = comm.ranks_per_node(held.replicas, st.tp * held.shard, hw.gpus_per_node)
+    replica_busbw = comm.bus_bandwidth_Bps(held.replicas, replica_local, hw.intra_Bps, hw.inter_Bps)
+    replica_latency = comm.link_latency_s(
+        held.replicas, replica_local, hw.intra_latency_s, hw.inter_latency_s
+    )
+    across_replicas = comm.all_reduce_s(
+        (grads_B + expert_grads_B) / held.shard, held.replicas, replica_busbw, replica_latency
+    )
     end_of_step = np.select(
         [zero >= 3, zero == 2, zero == 1],
         [0.0, gather_step, scatter_step + gather_step],
         default=all_reduce,
     )
+    end_of_step = end_of_step + np.where(zero >= 1, across_replicas, 0.0)
     return DpTraffic(
-        end_of_step_s=np.where(held.shard > 1, end_of_step, 0.0),
+        end_of_step_s=np.where(held.shard * held.replicas > 1, end_of_step, 0.0),
         sharded_exposed_s=np.where(held.shard > 1, sharded, 0.0),
         overlap_budget_s=params.grad_reduce_overlap * backward_s,
     )

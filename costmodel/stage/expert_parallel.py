@@ -10,6 +10,7 @@ import numpy as np
 from costmodel import comm
 from costmodel.context import ModelContext
 from costmodel.kernels import Hardware
+from costmodel.stage.compute import load_imbalance
 from costmodel.stage.inputs import RECOMPUTE_FULL, Array, StageInputs, sequence_divisor
 
 
@@ -17,8 +18,14 @@ def ep_comm_s(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array) -
     """All-to-all time of one micro-batch on the stage's MoE layers."""
     params = ctx.params
     ep_local = comm.ranks_per_node(st.ep, st.tp * st.cp, hw.gpus_per_node)
+    # The busiest rank receives moe_load_imbalance x the mean and paces the exchange.
     dispatch_B = (
-        tokens * ctx.shape.top_k * ctx.shape.hidden * ctx.activation_bytes / sequence_divisor(st)
+        tokens
+        * ctx.shape.top_k
+        * ctx.shape.hidden
+        * ctx.activation_bytes
+        / sequence_divisor(st)
+        * load_imbalance(ctx, st)
     )
     bw_scale = params.all_to_all_bandwidth_scale
     latency = np.where(ep_local >= st.ep, hw.intra_latency_s, hw.inter_latency_s)

@@ -44,6 +44,8 @@ class StageInputs:
     # Data-parallel group bandwidth override (heterogeneous DP, zone links); NaN = by placement.
     dp_Bps: Array
     dp_latency_s: Array
+    # Ranks the ZeRO-sharded states are split over (hybrid sharding); None or 0 = all dp x cp.
+    dp_shard: Array | None = None
 
     @property
     def layers(self) -> Array:

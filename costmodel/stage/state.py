@@ -5,6 +5,7 @@ Rajbhandari et al. SC'20 Sec. 3.1's 16 for fp16). ZeRO (Rajbhandari et al. Fig. 
 optimizer states (stage 1, Megatron's distributed optimizer), also the gradients (stage 2) and
 also the weights (stage 3 / FSDP) over the data-parallel group: dp x cp ranks for the
 replicated parameters, (dp x cp) / ep for the experts (each expert has fewer replicas).
+Hybrid sharding (``dp_shard``) splits the states over dp_shard ranks and replicates the shards.
 """
 
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ class StageParams:
 
     replicated: Array  # attention, dense MLP, shared experts, norms, embedding/head shards
     experts: Array  # routed experts this GPU hosts
-    shard: Array  # ranks the replicated parameters are sharded over (dp x cp)
+    shard: Array  # ranks the replicated parameters are sharded over (dp x cp, or dp_shard)
     expert_shard: Array  # ranks the experts are sharded over
     per_layer: Array  # one layer's parameters per GPU (what ZeRO-3 gathers at a time)
+    replicas: Array  # copies of each shard (hybrid sharding: dp x cp / dp_shard, else 1)
 
     def sharded_at(self, stage: Array, zero: Array) -> Array:
         """Parameters of one kind of state per GPU: sharded when ``zero >= stage``."""
@@ -48,7 +50,13 @@ def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
     ) / st.tp + layers * shape.norm_params
     experts_per_gpu = np.where(shape.num_experts > 0, shape.num_experts / st.ep, 0.0)
     experts = st.moe_layers * experts_per_gpu * shape.expert_params / st.tp
-    shard = st.dp * st.cp
+    data_parallel = st.dp * st.cp
+    # Hybrid sharding only means something where states are sharded (ZeRO >= 1).
+    shard = (
+        data_parallel
+        if st.dp_shard is None
+        else np.where((st.dp_shard > 0) & (st.zero_stage >= 1), st.dp_shard, data_parallel)
+    )
     per_layer = (
         (
             st.dense_layers * dense_per_layer
@@ -63,6 +71,7 @@ def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
         shard=shard,
         expert_shard=np.maximum(shard / st.ep, 1.0),
         per_layer=per_layer,
+        replicas=data_parallel / shard,
     )
 
 
