@@ -129,6 +129,8 @@ def explain_homogeneous(
                 tp=plan.tp,
                 dp=plan.dp,
                 time_per_microbatch_s=sum(kind[name] for name in _PER_MICROBATCH_PARTS),
+                forward_s=kind["forward_s"],
+                backward_s=kind["backward_s"] + kind["recompute_s"],
                 memory_gib=memory,
                 peak_memory_gib=memory.total,
                 capacity_gib=float(arrays["capacity_gib"]),

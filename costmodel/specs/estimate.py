@@ -46,6 +46,13 @@ class StageEstimate(Result):
     tp: int
     dp: int
     time_per_microbatch_s: float = Field(description="Forward + backward of one micro-batch.")
+    forward_s: float | None = Field(
+        default=None, description="Forward compute of one micro-batch (no communication)."
+    )
+    backward_s: float | None = Field(
+        default=None,
+        description="Backward compute of one micro-batch, recompute included (no communication).",
+    )
     memory_gib: MemoryBreakdown
     peak_memory_gib: float
     capacity_gib: float
