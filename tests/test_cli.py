@@ -276,3 +276,15 @@ def test_estimate_with_unknown_calibration_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-calibration.json"
     result = run_cli("estimate", *GPT3_ON_H100, "--calibration", str(missing))
     assert_bad_input(result, "--calibration:")
+
+
+def test_an_infeasible_plan_exits_3_with_its_reasons() -> None:
+    """A plan that does not fit is an answer, not a success: scripts must be able to tell."""
+    result = run_cli(
+        "estimate", "-m", "gpt3-175b", "-t", "gpt3-2k", "-c", "dgx-a100-1n",
+        "-p", "tp8-pp8-dp16", "--json",
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert json.loads(result.stdout)["feasible"] is False
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: the plan does not fit: ")

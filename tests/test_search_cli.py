@@ -114,3 +114,16 @@ def test_a_calibration_prices_the_search(tmp_path: Path) -> None:
     assert calibrated["estimate"]["step_time_s"] > 1.2 * plain["estimate"]["step_time_s"]
     missing = run_cli(*args, "--calibration", "no-such-calibration@1")
     assert missing.returncode == 2 and missing.stderr.startswith("error: --calibration: ")
+
+
+def test_a_search_where_nothing_fits_exits_3() -> None:
+    """Llama 3 70B on one 8-GPU A100 node without tensor or pipeline parallelism and without
+    offload: even fully sharded (18 B/param / 8 = 158 GB per GPU) nothing fits, and an empty
+    ranking is a non-zero exit."""
+    result = run_cli(
+        "-m", "llama3-70b", "-t", "llama3-8k", "-c", "dgx-a100-1n",
+        "-C", "tp=1", "-C", "pp=1", "-C", "offload_optimizer=false", "--json",
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert json.loads(result.stdout)["plans"] == []
+    assert result.stderr.strip().splitlines()[-1].startswith("error: no plan fits: ")

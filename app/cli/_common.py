@@ -13,6 +13,16 @@ from costmodel.specs.base import Spec
 EXIT_BAD_INPUT = 2
 
 
+# Exit status for well-formed input that has no answer: the plan does not fit, no plan fits.
+EXIT_NO_FIT = 3
+
+
+def no_fit(message: str) -> NoReturn:
+    """Print ``error: <message>`` as one line on stderr and exit with status 3."""
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+    raise typer.Exit(code=EXIT_NO_FIT)
+
+
 def fail(message: str) -> NoReturn:
     """Print ``error: <message>`` as one line on stderr and exit with status 2."""
     one_line = " ".join(str(message).split())

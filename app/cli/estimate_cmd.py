@@ -10,7 +10,7 @@ from rich.text import Text
 
 import costmodel
 from app.cli import cli
-from app.cli._common import fail, load_or_fail
+from app.cli._common import fail, load_or_fail, no_fit
 from app.cli.calibration_store import CalibrationOption, params_or_fail
 from costmodel.specs import Estimate
 
@@ -43,9 +43,11 @@ def estimate_command(
         fail(str(exc))
     if json_output:
         print(result.model_dump_json(indent=2))
-        return
-    title = f"{model} · {training} · {cluster} · {plan}"
-    Console(highlight=False).print(render_estimate(result, title=title))
+    else:
+        title = f"{model} · {training} · {cluster} · {plan}"
+        Console(highlight=False).print(render_estimate(result, title=title))
+    if not result.feasible:
+        no_fit("the plan does not fit: " + "; ".join(result.reasons))
 
 
 # Rendering -------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli import cli
-from app.cli._common import fail, load_or_fail
+from app.cli._common import fail, load_or_fail, no_fit
 from app.cli.calibration_store import CalibrationOption, params_or_fail
 from costmodel.specs import Plan
 from search import (
@@ -111,9 +111,11 @@ def search_command(
             fail(str(exc))
     if json_output:
         print(result.model_dump_json(indent=2))
-        return
-    title = f"{model} · {training} · {cluster} · objective {request.objective}"
-    Console(highlight=False).print(render_result(result, title=title))
+    else:
+        title = f"{model} · {training} · {cluster} · objective {request.objective}"
+        Console(highlight=False).print(render_result(result, title=title))
+    if not result.plans:
+        no_fit(f"no plan fits: {summary(result)}")
 
 
 # Input ----------------------------------------------------------------------------------------
