@@ -5,9 +5,13 @@ Two faces of one model:
 - ``estimate(model, training, cluster, plan) -> Estimate`` explains one plan with every breakdown;
 - ``estimate_many(model, training, cluster, plans) -> dict[str, np.ndarray]`` prices whole arrays
   of homogeneous plans in one numpy pass (the search's hot path).
+
+Without a calibration both price each node group with its GPU's defaults, ``default_params(gpu)``
+(fitted from published micro-benchmarks, ``costmodel.gpu_defaults``).
 """
 
 from costmodel.api import estimate, estimate_many
+from costmodel.gpu_defaults import default_params
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, Estimate, ModelSpec, Plan, TrainingSpec
 
@@ -19,6 +23,7 @@ __all__ = [
     "ModelSpec",
     "Plan",
     "TrainingSpec",
+    "default_params",
     "estimate",
     "estimate_many",
 ]

@@ -9,9 +9,10 @@ from pydantic import BaseModel
 
 from costmodel.context import ModelContext
 from costmodel.explain import explain_homogeneous
+from costmodel.gpu_defaults import default_params
 from costmodel.heterogeneous import estimate_heterogeneous
 from costmodel.homogeneous import evaluate_homogeneous, plan_arrays
-from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
+from costmodel.params import EfficiencyParams
 from costmodel.specs import ClusterSpec, Estimate, ModelSpec, NodeGroup, Plan, TrainingSpec
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
@@ -42,6 +43,10 @@ def estimate(
 ) -> Estimate:
     """Price one plan (homogeneous or heterogeneous) with every breakdown.
 
+    Without ``params`` (a calibration), each node group is priced with its own GPU's defaults
+    (``costmodel.gpu_defaults.default_params``: fitted from published micro-benchmarks); with
+    them, every group uses ``params``.
+
     Raises ``pydantic.ValidationError`` for malformed specs and ``ValueError`` for a plan that
     references something the cluster lacks (unknown group or GPU); returns an Estimate with
     ``feasible=False`` and ``reasons`` for plans that are well-formed but cannot run.
@@ -50,10 +55,10 @@ def estimate(
     training = _as(TrainingSpec, training)
     cluster = _as(ClusterSpec, cluster)
     plan = _as(Plan, plan)
-    ctx = ModelContext.build(model, training, params or DEFAULT_PARAMS)
     if plan.stages is not None:
-        return estimate_heterogeneous(model, training, cluster, plan, ctx)
+        return estimate_heterogeneous(model, training, cluster, plan, params=params)
     group = _group(cluster, plan.group)
+    ctx = ModelContext.build(model, training, params or default_params(group.gpu))
     result = evaluate_homogeneous(model, ctx, group, plan_arrays(plan), normalized=True)
     return explain_homogeneous(model, training, group, plan, ctx, result)
 
@@ -73,7 +78,8 @@ def estimate_many(
     (required) and cp, ep, vpp, zero_stage, recompute (codes 0 none / 1 selective / 2 full, or
     strings), sequence_parallel (default tp > 1), offload_optimizer, overlap_grad_reduce,
     tp_comm_overlap, schedule (0 1f1b / 1 gpipe) (optional, Plan defaults). All plans run on
-    node group ``group`` (default: the first).
+    node group ``group`` (default: the first), priced with ``params`` or, without them, that
+    group's GPU defaults (``costmodel.gpu_defaults.default_params``).
 
     Returns arrays of length N: feasible (bool), violations (bitmask of
     ``costmodel.feasibility.Violation``), num_gpus, microbatches, step_time_s, tokens_per_s,
@@ -84,8 +90,8 @@ def estimate_many(
     model = _as(ModelSpec, model)
     training = _as(TrainingSpec, training)
     cluster = _as(ClusterSpec, cluster)
-    ctx = ModelContext.build(model, training, params or DEFAULT_PARAMS)
     node_group = _group(cluster, group)
+    ctx = ModelContext.build(model, training, params or default_params(node_group.gpu))
     size = len(np.atleast_1d(plans["dp"])) if "dp" in plans else 0
     if size <= _CHUNK:
         arrays = dict(evaluate_homogeneous(model, ctx, node_group, plans).arrays)

@@ -5,6 +5,14 @@ link bandwidths are per GPU and ONE direction (NVIDIA quotes NVLink as a bidirec
 900 GB/s NVLink4 = 450 GB/s each way). ``gemm_efficiency`` is the fraction of peak that large,
 well-shaped BF16 GEMMs achieve in practice; it is the one non-datasheet number per GPU and is
 documented with its source.
+
+Built-in per-GPU defaults (``costmodel.gpu_defaults``) refine it from published micro-benchmarks:
+the effective large-GEMM efficiency is ``gemm_efficiency x gemm_efficiency_scale``, the scale
+fitted (``costmodel.calibration.defaults``) so that it equals the measured best-shape ceiling
+(stas00's MAMF: a short burst at boost clocks) / peak x the sustained-clock factor 0.92 that the
+A100 comment below derives (training holds clocks at the power limit). MAMF x 0.92 / peak is
+0.80 for A100, 0.739 for H100 and 0.714 for B200 (the entries below, which the fit leaves), 0.671
+for GB200 (scale 0.931) and 0.470 for MI300X (0.980).
 """
 
 from costmodel.specs.cluster import GpuSpec, NodeGroup

@@ -22,8 +22,11 @@ from costmodel import pipeline
 from costmodel.context import ModelContext
 from costmodel.explain import finite_or_none, memory_of, time_breakdown
 from costmodel.flops import is_moe_layer, model_flops_per_token
+from costmodel.gpu_defaults import default_params
 from costmodel.hardware import group_links_GBps, peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_tflops
+from costmodel.kernels import Hardware
+from costmodel.params import EfficiencyParams
 from costmodel.specs import (
     ClusterSpec,
     Estimate,
@@ -112,12 +115,26 @@ def _layer_kinds(model: ModelSpec, plan: Plan) -> list[tuple[int, int]]:
 
 
 def estimate_heterogeneous(
-    model: ModelSpec, training: TrainingSpec, cluster: ClusterSpec, plan: Plan, ctx: ModelContext
+    model: ModelSpec,
+    training: TrainingSpec,
+    cluster: ClusterSpec,
+    plan: Plan,
+    *,
+    params: EfficiencyParams | None = None,
 ) -> Estimate:
+    """Price a heterogeneous plan with ``params`` for every stage, or, without them, each
+    (pipeline, stage) pair with its own GPU's defaults (``gpu_defaults.default_params``).
+    Plan-level knobs (overlap interference, per-step overhead) then come from the defaults of
+    the GPU running the first stage (of the first pipeline)."""
     grid = _placements(cluster, plan)
     replica_form = plan.stages[0].replicas is not None  # type: ignore[index]
     num_pipelines, pp = len(grid), plan.pp
     flat = [placement for row in grid for placement in row]
+    contexts = [
+        ModelContext.build(model, training, params or default_params(placement.group.gpu))
+        for placement in flat
+    ]
+    ctx = contexts[0]
     kinds = _layer_kinds(model, plan)
     reasons: list[str] = []
 
@@ -178,7 +195,7 @@ def estimate_heterogeneous(
             )
         microbatches = [max(1, gbs // (dp * mbs))]
 
-    costs = _price(model, ctx, cluster, plan, grid, kinds, microbatches)
+    costs = _price(contexts, cluster, plan, grid, kinds, microbatches)
     per_mb = costs.per_microbatch_s.reshape(num_pipelines, pp)
     if plan.vpp > 1 and any(count % pp for count in microbatches):
         reasons.append(
@@ -189,7 +206,7 @@ def estimate_heterogeneous(
         # Speed-proportional split: pipeline r's steady-state rate is 1 / (slowest stage time).
         speed = 1.0 / per_mb.max(axis=1)
         microbatches = microbatches_for(list(speed / speed.sum()))
-        costs = _price(model, ctx, cluster, plan, grid, kinds, microbatches)
+        costs = _price(contexts, cluster, plan, grid, kinds, microbatches)
         per_mb = costs.per_microbatch_s.reshape(num_pipelines, pp)
 
     m = np.asarray(microbatches, dtype=float)
@@ -308,29 +325,40 @@ def estimate_heterogeneous(
 
 
 def _price(
-    model: ModelSpec,
-    ctx: ModelContext,
+    contexts: list[ModelContext],
     cluster: ClusterSpec,
     plan: Plan,
     grid: list[list[Placement]],
     kinds: list[tuple[int, int]],
     microbatches: list[int],
 ) -> StageCosts:
-    """Run the stage model on every (pipeline, stage) pair."""
+    """Run the stage model on every (pipeline, stage) pair, each with its context (flat order):
+    its efficiency parameters price its hardware and its side of the links it uses."""
     flat = [placement for row in grid for placement in row]
-    params = ctx.params
     pp = plan.pp
-    hardware = concat_hardware([group_hardware(p.group, ctx.precision, params) for p in flat])
+    hardware = concat_hardware(
+        [
+            group_hardware(p.group, c.precision, c.params)
+            for p, c in zip(flat, contexts, strict=True)
+        ]
+    )
+    params_of = {(p.pipeline, p.stage): c.params for p, c in zip(flat, contexts, strict=True)}
+
+    def inter_Bps(placement: Placement) -> float:
+        efficiency = params_of[placement.pipeline, placement.stage].inter_node_efficiency
+        return group_links_GBps(placement.group)[1] * 1e9 * efficiency
+
+    def inter_latency_s(placement: Placement) -> float:
+        return params_of[placement.pipeline, placement.stage].inter_node_latency_us * 1e-6
 
     pp_Bps, pp_latency, dp_Bps, dp_latency = [], [], [], []
     for row in grid:
         for i, placement in enumerate(row):
             # Traffic to the next stage (the last stage sends nothing forward; use its input).
+            # Each end sends at its own NIC rate and NCCL efficiency: the slower end sets it.
             neighbor = row[i + 1] if i + 1 < len(row) else row[i - 1] if i else placement
-            _, inter_here = group_links_GBps(placement.group)
-            _, inter_next = group_links_GBps(neighbor.group)
-            bandwidth = min(inter_here, inter_next) * 1e9 * params.inter_node_efficiency
-            latency = params.inter_node_latency_us * 1e-6
+            bandwidth = min(inter_Bps(placement), inter_Bps(neighbor))
+            latency = max(inter_latency_s(placement), inter_latency_s(neighbor))
             link = _zone_link(cluster, placement.group.zone, neighbor.group.zone)
             if link is not None:
                 # Every tp x dp rank of the boundary sends at once through the shared zone link.
@@ -342,9 +370,8 @@ def _price(
             if len(grid) > 1:
                 # Heterogeneous DP: the stage's replicas sit on different nodes (or zones).
                 members = [other[i] for other in grid]
-                slowest = min(group_links_GBps(m.group)[1] for m in members) * 1e9
-                bandwidth_dp = slowest * params.inter_node_efficiency
-                latency_dp = params.inter_node_latency_us * 1e-6
+                bandwidth_dp = min(inter_Bps(m) for m in members)
+                latency_dp = max(inter_latency_s(m) for m in members)
                 zones = {m.group.zone for m in members}
                 if len(zones) > 1:
                     zone_a, zone_b = sorted(zones)[:2]
@@ -387,4 +414,45 @@ def _price(
         dp_Bps=column(dp_Bps),
         dp_latency_s=column(dp_latency),
     )
-    return stage_costs(ctx, inputs, hardware)
+    return _stage_costs_by_context(contexts, inputs, hardware)
+
+
+def _stage_costs_by_context(
+    contexts: list[ModelContext], inputs: StageInputs, hardware: Hardware
+) -> StageCosts:
+    """``stage_costs`` of each entry under its own context: one call per distinct set of
+    efficiency parameters (one in all but mixed-GPU plans priced with per-GPU defaults)."""
+    by_params: dict[EfficiencyParams, list[int]] = {}
+    for index, context in enumerate(contexts):
+        by_params.setdefault(context.params, []).append(index)
+    if len(by_params) == 1:
+        return stage_costs(contexts[0], inputs, hardware)
+    n = len(contexts)
+
+    def take(value: object, rows: np.ndarray) -> object:
+        # Per-entry arrays are sliced; optional fields left None (or scalars) pass as they are.
+        if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == n:
+            return value[rows]
+        return value
+
+    out = {name: np.empty(n) for name in StageCosts.__dataclass_fields__}
+    for members in by_params.values():
+        rows = np.asarray(members)
+        part = stage_costs(
+            contexts[members[0]],
+            StageInputs(
+                **{
+                    name: take(getattr(inputs, name), rows)
+                    for name in StageInputs.__dataclass_fields__
+                }
+            ),
+            Hardware(
+                **{
+                    name: take(getattr(hardware, name), rows)
+                    for name in Hardware.__dataclass_fields__
+                }
+            ),
+        )
+        for name in out:
+            out[name][rows] = np.broadcast_to(getattr(part, name), rows.shape)
+    return StageCosts(**out)

@@ -23,7 +23,10 @@ from costmodel.specs.training import Precision
 
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
 MemoryKernel = Literal["copy", "add", "scale", "gelu", "layer_norm", "softmax"]
-AttentionPass = Literal["forward", "backward"]
+# "forward_backward": one timing of a forward and its backward pass together, as the
+# FlashAttention benchmark's "fwd + bwd" column reports (priced as 1 + FLASH_BACKWARD_FACTOR
+# forwards).
+AttentionPass = Literal["forward", "backward", "forward_backward"]
 
 PROFILE_SCHEMA_VERSION = 1
 
@@ -54,6 +57,25 @@ class Timing(Spec):
         description="The raw samples: every timed run's seconds per call, in the order taken "
         "(absent when imported from a tool that reports summaries only).",
     )
+    citation: str | None = Field(
+        default=None,
+        max_length=1000,
+        description=(
+            "Where the figure comes from when it was not measured here: a publication or a "
+            "repository file at a commit, and the row it was transcribed from (the built-in "
+            "defaults' profiles cite validation/microbench.csv row ids). Not used in fitting."
+        ),
+    )
+    sustained: bool | None = Field(
+        default=None,
+        description=(
+            "Whether the GPU ran under continuous load long enough (seconds) for its clocks to "
+            "settle at the power limit, as in training (True), or in a short burst at boost "
+            "clocks (False: tens of iterations after a short warm-up); None: not stated. The "
+            "built-in defaults read short-burst compute samples at the sustained clock "
+            "(costmodel.calibration.defaults)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> "Timing":
@@ -79,6 +101,16 @@ class GemmSample(Timing):
     n: int = Field(ge=1, le=10_000_000)
     k: int = Field(ge=1, le=10_000_000)
     dtype: Precision
+    ceiling: bool = Field(
+        default=False,
+        description=(
+            "The fastest shape of a search over many shapes (stas00's mamf-finder, 'maximum "
+            "achievable matmul FLOPS'): a ceiling of large-GEMM throughput. Calibration reads "
+            "it as the large-GEMM efficiency itself, without the model's size roll-off, which "
+            "looks at the smallest dimension only and would charge a shape the search picked "
+            "for running at full speed (e.g. m = 1024 with long n and k)."
+        ),
+    )
 
     @property
     def flops(self) -> float:
@@ -106,7 +138,9 @@ class AttentionSample(Timing):
 
     @property
     def full_flops(self) -> float:
-        """Forward FLOPs on the full s x s square (the cost model's count, causal or not)."""
+        """Forward FLOPs on the full s x s square (the cost model's count, causal or not;
+        calibration prices a non-causal sample at twice a causal one's time:
+        ``costmodel.calibration.points.CAUSAL_SKIP``)."""
         return 4.0 * self.batch * self.seq_length**2 * self.heads * self.head_dim
 
 
@@ -119,7 +153,14 @@ class CollectiveSample(Timing):
     ranks_per_node: int = Field(ge=1, le=1_000_000, description="Ranks sharing one node.")
     dtype: str = Field(default="float", max_length=40)
     in_place: bool = False
-    source: str = Field(default="measured", max_length=200)
+    source: str = Field(
+        default="measured",
+        max_length=200,
+        description=(
+            "Reporting group (the tool or series): calibration weighs each op and source once. "
+            "The row a published figure comes from goes in ``citation``."
+        ),
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> "CollectiveSample":

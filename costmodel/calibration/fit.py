@@ -30,6 +30,7 @@ from costmodel.calibration.space import (
     check_names,
     start_value,
 )
+from costmodel.gpu_defaults import default_params
 from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, resolve_gpu
 from costmodel.observations import Profile, StepObservation
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
@@ -127,6 +128,18 @@ def _gemm_cap(profiles: Sequence[Profile], observations: Sequence[StepObservatio
     ]
     efficiencies = [gpu.gemm_efficiency or DEFAULT_GEMM_EFFICIENCY for gpu in gpus]
     return 1.0 / max(efficiencies) if efficiencies else PARAMETERS["gemm_efficiency_scale"].upper
+
+
+def default_base(
+    profiles: Sequence[Profile], observations: Sequence[StepObservation]
+) -> EfficiencyParams:
+    """Where a fit without ``base`` starts (and what its "before" errors are of): the defaults
+    of the one GPU all the data ran on (``gpu_defaults.default_params``, fitted from published
+    micro-benchmarks); ``DEFAULT_PARAMS`` when the data spans several GPUs or an inline one."""
+    gpus = {profile.gpu for profile in profiles} | {
+        resolve_gpu(group.gpu) for obs in observations for group in obs.cluster.groups
+    }
+    return default_params(gpus.pop()) if len(gpus) == 1 else DEFAULT_PARAMS
 
 
 def _identifiable(problem: _Problem, everything: np.ndarray) -> np.ndarray:
@@ -252,7 +265,11 @@ def _folds(sources: np.ndarray, k: int, seed: int) -> np.ndarray:
 
 
 def _select(
-    points: PointSet, names: tuple[str, ...], base: EfficiencyParams, gemm_cap: float
+    points: PointSet,
+    names: tuple[str, ...],
+    base: EfficiencyParams,
+    gemm_cap: float,
+    spare_points: int = 2,
 ) -> tuple[_Problem, list[str]]:
     """The problem over the requested parameters some point depends on, and the others."""
     everything = np.arange(len(points))
@@ -264,7 +281,7 @@ def _select(
         raise CalibrationError(
             f"none of the requested parameters ({', '.join(names)}) affects these measurements"
         )
-    needed = len(kept) + 2
+    needed = len(kept) + spare_points
     if len(points) < needed:
         raise CalibrationError(
             f"too few points: {len(points)} measurements for {len(kept)} parameters "
@@ -333,16 +350,23 @@ def fit_calibration(
     loss_scale: float = 0.1,
     prior_weight: float = 0.005,
     max_iterations: int = 40,
+    spare_points: int = 2,
 ) -> CalibrationResult:
     """Fit the efficiency parameters named in ``params`` (default: all calibratable ones that the
-    data constrains) to ``profiles`` and ``observations``, starting from ``base``.
+    data constrains) to ``profiles`` and ``observations``, starting from ``base`` (default: the
+    built-in defaults of the GPU the data ran on, ``default_base``).
 
     Raises ``CalibrationError`` (a ``ValueError`` with a one-line message) when the data is
     insufficient, contradictory or unphysical, or when the fit would not improve held-out
     predictions. ``loss_scale`` is where the soft-L1 loss turns linear (log-ratio units: 0.1 is
     about 10% error); ``prior_weight`` how strongly parameters stay near ``base``.
+    ``spare_points`` is how many more measurements than fitted parameters the data must hold
+    (2: over-determined, with points to hold out). The built-in per-GPU defaults
+    (``costmodel.calibration.defaults``) pass 0: a single published figure (one GEMM ceiling)
+    then determines its parameter exactly, and when no fold can be held out the result has no
+    held-out errors (and no held-out refusal) instead of an error.
     """
-    base = base or DEFAULT_PARAMS
+    base = base or default_base(profiles, observations)
     names = tuple(params) if params is not None else DEFAULT_FIT
     check_names(names)
     if not profiles and not observations:
@@ -354,7 +378,9 @@ def fit_calibration(
     predicted_before = points.predict(base, everything)
     guards.check_priceable(points, predicted_before)
 
-    problem, not_identifiable = _select(points, names, base, _gemm_cap(profiles, observations))
+    problem, not_identifiable = _select(
+        points, names, base, _gemm_cap(profiles, observations), spare_points
+    )
     options: dict[str, Any] = {
         "loss_scale": loss_scale,
         "prior_weight": prior_weight,
@@ -369,7 +395,7 @@ def fit_calibration(
     k = min(k_folds, len(points))
     held_out_predicted = _cross_validate(problem, solution, k, seed, options)
     tested = everything[np.isfinite(held_out_predicted)]
-    if tested.size == 0:
+    if tested.size == 0 and spare_points > 0:
         raise CalibrationError(
             f"too few points to cross-validate ({len(points)} for {len(problem.specs)} "
             f"parameters, {k_folds} folds): cannot show the calibration improves predictions"

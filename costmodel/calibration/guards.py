@@ -18,11 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from costmodel import comm
-from costmodel.calibration.points import PointSet, node_group
+from costmodel.calibration.points import CAUSAL_SKIP, PointSet, attention_factor, node_group
 from costmodel.calibration.space import PARAMETERS
 from costmodel.hardware import peak_tflops
 from costmodel.hardware_arrays import group_hardware
-from costmodel.kernels import FLASH_BACKWARD_FACTOR
 from costmodel.observations import Profile
 from costmodel.params import EfficiencyParams
 
@@ -31,8 +30,6 @@ SERIES_RATIO = 2.0
 MAX_INCONSISTENT_SHARE = 0.10
 # Clocks above base and measurement jitter let a sample sit slightly above a nominal peak.
 PEAK_SLACK = 1.05
-# Causal attention kernels skip the masked half of the s x s FLOPs the model counts.
-CAUSAL_SKIP = 2.0
 
 
 class CalibrationError(ValueError):
@@ -127,9 +124,8 @@ def check_physics(profiles: Sequence[Profile]) -> None:
                 )
         for sample in profile.attention:
             peak = peak_tflops(gpu, "bf16" if sample.dtype == "fp8" else sample.dtype) * 1e12
-            achieved = sample.full_flops / sample.median_s
-            if sample.direction == "backward":
-                achieved *= FLASH_BACKWARD_FACTOR
+            # On the model's count: a causal kernel may reach CAUSAL_SKIP x peak on it.
+            achieved = sample.full_flops / sample.median_s * attention_factor(sample)
             if peak <= 0 or achieved > CAUSAL_SKIP * PEAK_SLACK * peak:
                 raise CalibrationError(
                     f"profile '{profile.name}': attention {sample.direction} ran at "

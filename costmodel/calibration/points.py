@@ -5,9 +5,12 @@ micro-benchmarks means what the model means by it:
 
 - GEMM: ``kernels.gemm_time_s`` (FLOPs / (peak x efficiency x d / (d + gemm_half_dim)) with
   d = min(m, sqrt(n k)) for (m x k) @ (k x n)), the catalog efficiency scaled by
-  ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware`` does.
+  ``gemm_efficiency_scale`` as ``hardware_arrays.group_hardware`` does. A ``ceiling`` sample
+  (the best shape of a shape search) is the large-GEMM rate itself: priced without roll-off.
 - Fused attention: FLOPs on the full s x s square / (16-bit peak x attention_efficiency), the
-  backward at ``kernels.FLASH_BACKWARD_FACTOR`` times the forward (as ``stage.stage_costs``).
+  backward at ``kernels.FLASH_BACKWARD_FACTOR`` times the forward (as ``stage.stage_costs``), a
+  timed forward + backward at 1 + that factor; a non-causal sample does twice the work of the
+  causal kernel the model describes (``CAUSAL_SKIP``).
 - Memory-bound kernels: bytes / (HBM bandwidth x memory_bound_efficiency).
 - Collectives: ``comm`` (nccl-tests bus-bandwidth factors, ring/tree latency terms) over the
   links ``group_hardware`` derives for a node group shaped like the sample's ranks, at the op's
@@ -20,6 +23,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +58,24 @@ COLLECTIVE_SCALES: dict[str, tuple[str, str]] = {
 }
 
 Predict = Callable[[EfficiencyParams, np.ndarray], np.ndarray]
+
+# Fused-attention time of each pass in forwards (the backward recomputes the scores).
+PASS_FACTORS = {
+    "forward": 1.0,
+    "backward": FLASH_BACKWARD_FACTOR,
+    "forward_backward": 1.0 + FLASH_BACKWARD_FACTOR,
+}
+# The model prices the causal attention training runs on the full s x s FLOP count; causal
+# kernels skip the masked half of it. A non-causal kernel does the whole square: twice the
+# causal kernel's work, which it runs at the same rate (the convention of FlashAttention's
+# benchmarks, which halve the FLOP count for causal and compare the rates; FlashAttention-2 at
+# seqlen 8k runs causal within ~5% of its non-causal rate).
+CAUSAL_SKIP = 2.0
+
+
+def attention_factor(sample: AttentionSample) -> float:
+    """Time of ``sample`` in causal forwards on its shape (what ``fused_attention_s`` prices)."""
+    return PASS_FACTORS[sample.direction] * (1.0 if sample.causal else CAUSAL_SKIP)
 
 
 def node_group(gpu: GpuSpec, ranks: int = 1, ranks_per_node: int = 1) -> NodeGroup:
@@ -108,18 +130,21 @@ def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
     flops = np.array([s.flops for s in samples])
     m, n, k = (np.array([float(getattr(s, axis)) for s in samples]) for axis in "mnk")
     dtypes = np.array([s.dtype for s in samples])
+    ceiling = np.array([s.ceiling for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
         def price(dtype: str, rows: np.ndarray) -> np.ndarray:
             hw = _hardware(gpu, dtype, params)
-            return gemm_time_s(flops[rows], m[rows], n[rows], k[rows], hw, params.gemm_half_dim)
+            # A ceiling (the best shape of a shape search) is the large-GEMM rate: no roll-off.
+            half: Any = np.where(ceiling[rows], 0.0, params.gemm_half_dim)
+            return gemm_time_s(flops[rows], m[rows], n[rows], k[rows], hw, half)
 
         return _by_dtype(dtypes, members, price)
 
     points = [
         Point(
             source=f"gemm {s.dtype}",
-            label=f"GEMM {s.m}x{s.n}x{s.k} {s.dtype}",
+            label=f"GEMM {s.m}x{s.n}x{s.k} {s.dtype}{' (ceiling)' if s.ceiling else ''}",
             key=f"gemm|{gpu.name}|{s.dtype}|{s.m}|{s.n}|{s.k}",
             series=None,
             size=s.flops,
@@ -132,9 +157,7 @@ def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
 
 def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family:
     flops = np.array([s.full_flops for s in samples])
-    factor = np.array(
-        [FLASH_BACKWARD_FACTOR if s.direction == "backward" else 1.0 for s in samples]
-    )
+    factor = np.array([attention_factor(s) for s in samples])
     dtypes = np.array([s.dtype for s in samples])
 
     def predict(params: EfficiencyParams, members: np.ndarray) -> np.ndarray:
