@@ -9,6 +9,7 @@ from costmodel.feasibility import describe
 from costmodel.hardware import resolve_gpu
 from costmodel.hardware_arrays import mfu_peak_tflops
 from costmodel.homogeneous import HomogeneousResult
+from costmodel.pipeline_split import describe_rule, stage_layer_counts
 from costmodel.specs import (
     Estimate,
     MemoryBreakdown,
@@ -106,7 +107,10 @@ def explain_homogeneous(
         ctx.params.per_step_overhead_s,
     )
     per_stage = []
-    layers = model.num_layers / plan.pp
+    split = tuple(int(arrays[f"{part}_stage_layers"]) for part in ("first", "middle", "last"))
+    valid = split[0] > 0
+    counts = stage_layer_counts(model.num_layers, plan.pp, split) if valid else None
+    layers = split[1] if valid else model.num_layers / plan.pp
     for index in range(plan.pp):
         kind = kinds[0] if index == 0 else kinds[2] if index == plan.pp - 1 else kinds[1]
         if 0 < index < plan.pp - 1:
@@ -125,7 +129,7 @@ def explain_homogeneous(
                 stage=index,
                 group=group.name,
                 gpu=gpu.name,
-                num_layers=model.num_layers // plan.pp,
+                num_layers=counts[index] if counts else model.num_layers // plan.pp,
                 tp=plan.tp,
                 dp=plan.dp,
                 time_per_microbatch_s=sum(kind[name] for name in _PER_MICROBATCH_PARTS),
@@ -148,7 +152,7 @@ def explain_homogeneous(
         "ffn": model.ffn_size
         if model.moe is None
         else f"{model.ffn_size}/{model.moe.expert_ffn_hidden_size}",
-        "stages": plan.pp * plan.vpp,
+        "split_rule": describe_rule(model.num_layers, plan.pp, plan.vpp),
         "layers": model.num_layers,
         "ep": plan.ep,
         "experts": model.moe.num_experts if model.moe else 0,

@@ -45,7 +45,7 @@ def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
         Violation.HEADS_TP: "tp={tp} does not divide num_attention_heads={heads}",
         Violation.KV_HEADS_TP: "tp={tp} does not divide num_kv_heads={kv_heads}",
         Violation.FFN_TP: "tp={tp} does not divide the FFN width {ffn}",
-        Violation.LAYERS_PP: "pp*vpp={stages} does not divide num_layers={layers}",
+        Violation.LAYERS_PP: "{split_rule}",
         Violation.EXPERTS_EP: "ep={ep} does not divide num_experts={experts}",
         Violation.EP_DP: "ep={ep} must divide dp*cp={dp_cp} (experts are sharded over data ranks)",
         Violation.BATCH: (

@@ -18,6 +18,7 @@ from costmodel.feasibility import Violation, flag
 from costmodel.flops import layer_counts
 from costmodel.hardware import peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import group_hardware, mfu_peak_tflops
+from costmodel.pipeline_split import head_layers, resolve_splits
 from costmodel.specs import ModelSpec, NodeGroup, Plan
 from costmodel.stage import RECOMPUTE_CODES, StageCosts, StageInputs, stage_costs
 
@@ -32,6 +33,8 @@ _DEFAULTS: dict[str, Any] = {
     "tp_comm_overlap": False,
     "schedule": 0,
     "dp_shard": 0,  # 0: the states are sharded over all dp x cp ranks
+    "first_stage_layers": 0,  # 0: even split when pp * vpp divides the layers, else balanced
+    "last_stage_layers": 0,
 }
 REQUIRED = ("dp", "tp", "pp", "micro_batch_size")
 KNOWN = (*REQUIRED, *_DEFAULTS, "sequence_parallel")
@@ -72,6 +75,8 @@ def normalize_plans(plans: Mapping[str, Any]) -> dict[str, np.ndarray]:
             raise ValueError(f"plans field '{name}' must be >= 1")
     if np.any((out["zero_stage"] < 0) | (out["zero_stage"] > 3)):
         raise ValueError("plans field 'zero_stage' must be 0..3")
+    if np.any((out["first_stage_layers"] < 0) | (out["last_stage_layers"] < 0)):
+        raise ValueError("plans fields 'first_stage_layers'/'last_stage_layers' must be >= 0")
     shard = out["dp_shard"]
     if np.any((shard < 0) | ((shard > 0) & ((out["dp"] * out["cp"]) % np.maximum(shard, 1) != 0))):
         raise ValueError("plans field 'dp_shard' must be 0 (all) or divide dp x cp")
@@ -87,8 +92,26 @@ class HomogeneousResult:
     microbatches: np.ndarray
 
 
+def layer_split(
+    model: ModelSpec, ctx: ModelContext, p: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, middle, last) stage layers of every plan (``pipeline_split``); -1 if none."""
+    return resolve_splits(
+        model.num_layers,
+        p["pp"],
+        p["vpp"],
+        p["first_stage_layers"],
+        p["last_stage_layers"],
+        head_layers(ctx.shape, ctx.seq_length),
+    )
+
+
 def structural_violations(
-    model: ModelSpec, ctx: ModelContext, group: NodeGroup, p: dict[str, np.ndarray]
+    model: ModelSpec,
+    ctx: ModelContext,
+    group: NodeGroup,
+    p: dict[str, np.ndarray],
+    split: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> np.ndarray:
     shape = ctx.shape
     gbs = ctx.global_batch_size
@@ -104,7 +127,7 @@ def structural_violations(
     else:
         v |= flag(p["ep"] > 1, Violation.EP_DENSE)
     v |= flag(ffn_bad, Violation.FFN_TP)
-    v |= flag(model.num_layers % (p["pp"] * p["vpp"]) != 0, Violation.LAYERS_PP)
+    v |= flag(split[0] < 0, Violation.LAYERS_PP)
     dp_mbs = p["dp"] * p["micro_batch_size"]
     v |= flag(gbs % dp_mbs != 0, Violation.BATCH)
     microbatches = gbs // dp_mbs
@@ -134,6 +157,8 @@ def plan_arrays(plan: Plan) -> dict[str, np.ndarray]:
         "schedule": int(plan.schedule == "gpipe"),
         "sequence_parallel": int(plan.sp),
         "dp_shard": plan.dp_shard or 0,
+        "first_stage_layers": plan.first_stage_layers or 0,
+        "last_stage_layers": plan.last_stage_layers or 0,
     }
     return {name: np.array([value], dtype=np.int64) for name, value in values.items()}
 
@@ -149,7 +174,8 @@ def evaluate_homogeneous(
     """Price N homogeneous plans; ``normalized`` skips checks for ``plan_arrays`` output."""
     p = dict(plans) if normalized else normalize_plans(plans)
     n = p["dp"].shape[0]
-    violations = structural_violations(model, ctx, group, p)
+    split = layer_split(model, ctx, p)
+    violations = structural_violations(model, ctx, group, p, split)
     microbatches = np.maximum(ctx.global_batch_size // (p["dp"] * p["micro_batch_size"]), 1)
 
     dense_total, moe_total = layer_counts(model)
@@ -180,9 +206,14 @@ def evaluate_homogeneous(
     nan = np.full(3 if flat else (1, 1), np.nan)
 
     single_f = single.astype(float)
+    # Stages of an invalid split are priced as even ones; the plan is flagged infeasible.
+    even = model.num_layers / pp
+    first_l, middle_l, last_l = (np.where(split[0] < 0, even, part) for part in split)
+    stage_layers = stack([first_l.astype(float), middle_l.astype(float), last_l.astype(float)])
     inputs = StageInputs(
-        dense_layers=row(dense_total / pp),
-        moe_layers=row(moe_total / pp),
+        # MoE models: each stage's layers are dense and MoE in the model's proportion.
+        dense_layers=stage_layers * (dense_total / model.num_layers),
+        moe_layers=stage_layers * (moe_total / model.num_layers),
         has_embedding=stack([ones, zeros, single_f]),
         has_head=stack([single_f, zeros, ones]),
         tp=row(p["tp"]),
@@ -244,8 +275,15 @@ def evaluate_homogeneous(
     step = schedule.pipeline_s + dp_exposed + optimizer + ctx.params.per_step_overhead_s
 
     memory = kinds(costs.memory_gib)
-    peak_memory = np.maximum(memory[0], memory[2])
-    worst_stage = np.where(memory[2] > memory[0], pp - 1, 0)
+    # The fullest stage: the first (most micro-batches in flight), the last (logits), or under
+    # an uneven split the first middle stage (more layers than the first, one fewer in flight).
+    middle_memory = np.where(pp > 2, memory[1], -np.inf)
+    peak_memory = np.maximum(np.maximum(memory[0], memory[2]), middle_memory)
+    worst_stage = np.where(
+        middle_memory > np.maximum(memory[0], memory[2]),
+        1,
+        np.where(memory[2] > memory[0], pp - 1, 0),
+    )
     capacity = np.full(n, hw.capacity_gib[0])
     violations |= flag(peak_memory > capacity, Violation.MEMORY)
 
@@ -283,4 +321,7 @@ def evaluate_homogeneous(
         "usd_per_hour": usd_per_hour,
         "usd_per_million_tokens": usd_per_hour / 3600.0 / tokens_per_s * 1e6,
     }
+    arrays["first_stage_layers"] = split[0]
+    arrays["middle_stage_layers"] = split[1]
+    arrays["last_stage_layers"] = split[2]
     return HomogeneousResult(arrays=arrays, stages=costs, microbatches=microbatches)

@@ -222,7 +222,10 @@ class HeterogeneousTrials:
         vpps = [
             v
             for v in domains["vpp"]
-            if pp * v <= self.layers and (v == 1 or (pp > 1 and microbatches % pp == 0))
+            # The layer balancer moves whole chunks of vpp layers: vpp must divide the layers.
+            if pp * v <= self.layers
+            and self.layers % v == 0
+            and (v == 1 or (pp > 1 and microbatches % pp == 0))
         ] or [1]
         vpp = self._pick(raw, "vpp", vpps)
         return self._with_options(

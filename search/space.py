@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from costmodel.flops import LayerShape
+from costmodel.pipeline_split import head_layers, resolve_splits
 from costmodel.specs import ModelSpec, NodeGroup, Plan, TrainingSpec
 
 if TYPE_CHECKING:
@@ -60,6 +62,26 @@ def tp_divisor(model: ModelSpec) -> int:
     return reduce(math.gcd, parts)
 
 
+def pipeline_degrees(num_layers: int, *, explicit: bool) -> list[int]:
+    """Pipeline degrees to search. Any pp up to num_layers is valid (uneven splits), but
+    practitioners run the degrees that split the layers evenly, or evenly once the embedding and
+    the loss count as a layer each (Megatron's account-for flags: divisors of L + 1 and L + 2),
+    and powers of two (Llama 3.1 405B: 126 layers on pp 16). The search tries those unless the
+    request names pp values itself, which are then all allowed."""
+    if explicit:
+        return list(range(1, num_layers + 1))
+    nice = set(divisors(num_layers)) | set(divisors(num_layers + 1)) | set(divisors(num_layers + 2))
+    nice |= {2**k for k in range(num_layers.bit_length())}
+    return sorted(pp for pp in nice if pp <= num_layers)
+
+
+def virtual_stage_degrees(num_layers: int) -> list[int]:
+    """Interleaving degrees to search: 1-8 and the divisors of num_layers (+1, +2)."""
+    degrees = set(range(1, 9)) | set(divisors(num_layers))
+    degrees |= set(divisors(num_layers + 1)) | set(divisors(num_layers + 2))
+    return sorted(v for v in degrees if v <= num_layers)
+
+
 # Per-dimension domains -----------------------------------------------------------------------
 def _restrict(dim: str, candidates: list[Any], filters: dict[str, "DimFilter"], why: str) -> list:
     kept = filters[dim].keep(candidates) if dim in filters else candidates
@@ -84,8 +106,18 @@ def dimension_domains(
             f"tp divides num_attention_heads={model.num_attention_heads}, "
             f"num_kv_heads={model.kv_heads} and the FFN width",
         ),
-        "pp": _restrict("pp", divisors(model.num_layers), filters, "pp divides num_layers"),
-        "vpp": _restrict("vpp", divisors(model.num_layers), filters, "pp*vpp divides num_layers"),
+        "pp": _restrict(
+            "pp",
+            pipeline_degrees(model.num_layers, explicit="pp" in filters),
+            filters,
+            "every pipeline stage holds at least one layer: pp <= num_layers",
+        ),
+        "vpp": _restrict(
+            "vpp",
+            virtual_stage_degrees(model.num_layers),
+            filters,
+            "vpp chunks split the layers (or the layers plus the embedding and loss slots)",
+        ),
         "cp": _restrict("cp", divisors(training.seq_length), filters, "cp divides seq_length"),
         "dp": _restrict("dp", divisors(gbs), filters, f"dp divides {batch_field}={gbs}"),
         "micro_batch_size": _restrict(
@@ -151,14 +183,19 @@ def structural_rows(
         f"cluster: {where} has fewer GPUs than the smallest allowed tp*pp*cp ({int(width.min())})",
     )
     table = _cross(table, "vpp", domains["vpp"])
+    zeros = np.zeros_like(table["pp"])
+    first, _, _ = resolve_splits(
+        layers,
+        table["pp"],
+        table["vpp"],
+        zeros,
+        zeros,
+        head_layers(LayerShape.of(model), training.seq_length),
+    )
     table = _check(
-        _where(
-            table,
-            (layers % (table["pp"] * table["vpp"]) == 0)
-            & ((table["vpp"] == 1) | (table["pp"] > 1)),
-        ),
-        f"constraints.vpp: pp*vpp must divide num_layers={layers} and vpp > 1 needs pp > 1; no "
-        "allowed pair does",
+        _where(table, (first > 0) & ((table["vpp"] == 1) | (table["pp"] > 1))),
+        f"constraints.vpp: no allowed (pp, vpp) splits num_layers={layers} into stages of "
+        "vpp chunks (pipeline_split), or vpp > 1 with pp = 1",
     )
     table = _cross(table, "dp", domains["dp"])
     used = table["dp"] * table["tp"] * table["pp"] * table["cp"]

@@ -153,14 +153,14 @@ def test_infeasible_plans_list_every_violated_rule():
         GPT22B,
         training,
         _cluster(nodes=1),
-        {"dp": 8, "tp": 3, "pp": 5, "micro_batch_size": 1},
+        {"dp": 8, "tp": 3, "pp": 50, "micro_batch_size": 1},
     )
     assert not result.feasible
     text = " | ".join(result.reasons)
     for fragment in (
-        "needs dp*tp*pp*cp = 120 GPUs",
+        "needs dp*tp*pp*cp = 1200 GPUs",
         "tp=3 does not divide num_attention_heads",
-        "pp*vpp=5 does not divide num_layers=48",
+        "no split of num_layers=48 over pp=50 stages",
         "global_batch_size=100",
     ):
         assert fragment in text

@@ -152,8 +152,9 @@ def test_layout_that_does_not_add_up_is_excluded(rows: dict[str, dict[str, str]]
 def test_plan_the_cost_model_rejects_is_excluded_with_its_reason(
     rows: dict[str, dict[str, str]],
 ) -> None:
-    # 80 layers do not split into pp*vpp = 4*3 stages: that cannot be the run the source made.
-    row = {**rows["dgxc2411_llama31_70b_bf16_64"], "vpp": "3"}
+    # 80 layers have no split over 4 stages of 7 chunks each (not even counting the embedding
+    # and loss as layers): that cannot be the run the source made.
+    row = {**rows["dgxc2411_llama31_70b_bf16_64"], "vpp": "7"}
     case = build_case(row)
     assert isinstance(case, Case)
     result = predict(case)

@@ -50,6 +50,22 @@ class Plan(Spec):
     zero_stage: int = Field(
         default=0, ge=0, le=3, description="0 none, 1 distributed optimizer, 2 +grads, 3 FSDP."
     )
+    first_stage_layers: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description=(
+            "Layers of the first pipeline stage (Megatron --decoder-first-pipeline-num-layers); "
+            "the rest split evenly over the middle stages. Default: the even split when pp x "
+            "vpp divides num_layers, else the balanced uneven one."
+        ),
+    )
+    last_stage_layers: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Layers of the last stage (Megatron --decoder-last-pipeline-num-layers).",
+    )
     dp_shard: int | None = Field(
         default=None,
         ge=1,
@@ -84,6 +100,10 @@ class Plan(Spec):
             raise ValueError("vpp > 1 needs pp > 1 (interleaving splits pipeline stages)")
         if self.vpp > 1 and self.schedule == "gpipe":
             raise ValueError("vpp > 1 (interleaved) is a 1F1B schedule; set schedule '1f1b'")
+        if (self.first_stage_layers or self.last_stage_layers) and self.pp == 1:
+            raise ValueError("first_stage_layers/last_stage_layers need pp > 1")
+        if (self.first_stage_layers or self.last_stage_layers) and self.stages is not None:
+            raise ValueError("stages give every stage's num_layers; drop first/last_stage_layers")
         if self.dp_shard is not None:
             if self.zero_stage == 0:
                 raise ValueError("dp_shard needs zero_stage >= 1 (nothing is sharded at 0)")

@@ -70,6 +70,17 @@ def _dp_links(st: StageInputs, hw: Hardware, held: StageParams) -> _Links:
     )
 
 
+def _across_replicas_s(st: StageInputs, hw: Hardware, held: StageParams, grads_B: Array) -> Array:
+    """Hybrid sharding: each shard's gradients are all-reduced across its replicas once per step
+    (PyTorch HSDP; torchtitan data_parallel_replicate_degree), over the network."""
+    if not np.any(held.replicas > 1):
+        return np.zeros_like(held.shard, dtype=float)
+    local = comm.ranks_per_node(held.replicas, st.tp * held.shard, hw.gpus_per_node)
+    busbw = comm.bus_bandwidth_Bps(held.replicas, local, hw.intra_Bps, hw.inter_Bps)
+    latency = comm.link_latency_s(held.replicas, local, hw.intra_latency_s, hw.inter_latency_s)
+    return comm.all_reduce_s(grads_B / held.shard, held.replicas, busbw, latency)
+
+
 def _hidden_cost_s(traffic: Array, compute: Array, ctx: ModelContext) -> Array:
     """What ``traffic`` overlapped with ``compute`` adds to the critical path."""
     params = ctx.params
@@ -98,12 +109,16 @@ def dp_traffic(
     # Collectives are issued per FSDP unit / ZeRO bucket: one per layer, embedding and head.
     units = np.maximum(st.layers, 1) + st.has_embedding + st.has_head
 
+    has_experts = bool(ctx.shape.num_experts)
+
     def per_unit(op, total_B: Array, experts_B: Array, links_: _Links, count: Array) -> Array:
         """``count`` collectives of 1/count of the replicated and the expert volumes."""
-        return count * (
-            op(total_B / count, held.shard, links_.busbw, links_.latency)
-            + op(experts_B / count, held.expert_shard, links_.expert_busbw, links_.latency)
-        )
+        replicated = op(total_B / count, held.shard, links_.busbw, links_.latency)
+        if has_experts:  # dense models skip the (zero) expert collectives: the search's hot path
+            replicated = replicated + op(
+                experts_B / count, held.expert_shard, links_.expert_busbw, links_.latency
+            )
+        return count * replicated
 
     grads_B, expert_grads_B = held.replicated * ctx.grad_bytes, held.experts * ctx.grad_bytes
     weights_B = held.replicated * ctx.weight_bytes
@@ -123,16 +138,7 @@ def dp_traffic(
     )
     zero2 = _hidden_cost_s(scatter_layers, backward_s, ctx)
     sharded = np.where(zero >= 3, zero3, np.where(zero == 2, zero2, 0.0))
-    # Hybrid sharding: each shard's gradients are all-reduced across its replicas once per step
-    # (PyTorch HSDP; torchtitan data_parallel_replicate_degree), over the network.
-    replica_local = comm.ranks_per_node(held.replicas, st.tp * held.shard, hw.gpus_per_node)
-    replica_busbw = comm.bus_bandwidth_Bps(held.replicas, replica_local, hw.intra_Bps, hw.inter_Bps)
-    replica_latency = comm.link_latency_s(
-        held.replicas, replica_local, hw.intra_latency_s, hw.inter_latency_s
-    )
-    across_replicas = comm.all_reduce_s(
-        (grads_B + expert_grads_B) / held.shard, held.replicas, replica_busbw, replica_latency
-    )
+    across_replicas = _across_replicas_s(st, hw, held, grads_B + expert_grads_B)
     end_of_step = np.select(
         [zero >= 3, zero == 2, zero == 1],
         [0.0, gather_step, scatter_step + gather_step],
