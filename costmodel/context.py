@@ -57,6 +57,7 @@ class ModelContext:
     def _build(
         cls, model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
     ) -> "ModelContext":
+        model.check_seq_length(training.seq_length)  # a clear error, not a silent estimate
         weight, grad, optim = _BYTES_PER_PARAM[training.precision]
         if training.optimizer == "sgd":
             optim = _SGD_OPTIMIZER_BYTES[training.precision]

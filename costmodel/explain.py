@@ -157,6 +157,8 @@ def explain_homogeneous(
         "ep": plan.ep,
         "experts": model.moe.num_experts if model.moe else 0,
         "dp_cp": plan.dp * plan.cp,
+        "etp": plan.etp or plan.tp,
+        "tp_cp_dp": plan.tp * plan.cp * plan.dp,
         "gbs": training.global_batch_size,
         "dp_mbs": plan.dp * plan.micro_batch_size,
         "vpp": plan.vpp,

@@ -47,7 +47,10 @@ def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
         Violation.FFN_TP: "tp={tp} does not divide the FFN width {ffn}",
         Violation.LAYERS_PP: "{split_rule}",
         Violation.EXPERTS_EP: "ep={ep} does not divide num_experts={experts}",
-        Violation.EP_DP: "ep={ep} must divide dp*cp={dp_cp} (experts are sharded over data ranks)",
+        Violation.EP_DP: (
+            "ep x etp = {ep} x {etp} must divide tp x cp x dp = {tp_cp_dp} (the expert ranks "
+            "tile the attention ranks: MoE parallel folding)"
+        ),
         Violation.BATCH: (
             "global_batch_size={gbs} is not a multiple of dp*micro_batch_size={dp_mbs}"
         ),

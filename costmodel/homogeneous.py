@@ -33,6 +33,7 @@ _DEFAULTS: dict[str, Any] = {
     "tp_comm_overlap": False,
     "schedule": 0,
     "dp_shard": 0,  # 0: the states are sharded over all dp x cp ranks
+    "etp": 0,  # 0: expert tensor parallelism = tp
     "first_stage_layers": 0,  # 0: even split when pp * vpp divides the layers, else balanced
     "last_stage_layers": 0,
 }
@@ -75,6 +76,8 @@ def normalize_plans(plans: Mapping[str, Any]) -> dict[str, np.ndarray]:
             raise ValueError(f"plans field '{name}' must be >= 1")
     if np.any((out["zero_stage"] < 0) | (out["zero_stage"] > 3)):
         raise ValueError("plans field 'zero_stage' must be 0..3")
+    if np.any(out["etp"] < 0):
+        raise ValueError("plans field 'etp' must be 0 (= tp) or >= 1")
     if np.any((out["first_stage_layers"] < 0) | (out["last_stage_layers"] < 0)):
         raise ValueError("plans fields 'first_stage_layers'/'last_stage_layers' must be >= 0")
     shard = out["dp_shard"]
@@ -121,11 +124,13 @@ def structural_violations(
     v |= flag(shape.kv_heads % p["tp"] != 0, Violation.KV_HEADS_TP)
     ffn_bad = shape.ffn % p["tp"] != 0
     if shape.num_experts:
-        ffn_bad |= shape.expert_ffn % p["tp"] != 0
+        etp = np.where(p["etp"] > 0, p["etp"], p["tp"])
+        ffn_bad |= shape.expert_ffn % etp != 0
         v |= flag(shape.num_experts % p["ep"] != 0, Violation.EXPERTS_EP)
-        v |= flag((p["dp"] * p["cp"]) % p["ep"] != 0, Violation.EP_DP)
+        # MoE parallel folding: the expert ranks (ep x etp) tile the tp x cp x dp ranks.
+        v |= flag((p["tp"] * p["cp"] * p["dp"]) % (p["ep"] * etp) != 0, Violation.EP_DP)
     else:
-        v |= flag(p["ep"] > 1, Violation.EP_DENSE)
+        v |= flag(p["ep"] > 1, Violation.EP_DENSE)  # etp means nothing without experts
     v |= flag(ffn_bad, Violation.FFN_TP)
     v |= flag(split[0] < 0, Violation.LAYERS_PP)
     dp_mbs = p["dp"] * p["micro_batch_size"]
@@ -157,6 +162,7 @@ def plan_arrays(plan: Plan) -> dict[str, np.ndarray]:
         "schedule": int(plan.schedule == "gpipe"),
         "sequence_parallel": int(plan.sp),
         "dp_shard": plan.dp_shard or 0,
+        "etp": plan.etp or 0,
         "first_stage_layers": plan.first_stage_layers or 0,
         "last_stage_layers": plan.last_stage_layers or 0,
     }
@@ -236,6 +242,7 @@ def evaluate_homogeneous(
         dp_Bps=nan,
         dp_latency_s=nan,
         dp_shard=row(p["dp_shard"]),
+        etp=row(p["etp"]),
     )
     costs = stage_costs(ctx, inputs, hw)
 

@@ -71,6 +71,8 @@ def split(cases: list[Case]) -> tuple[list[Case], list[Case]]:
 
 
 Group = tuple[str, str]
+# What a few observed steps of one stack constrain: its compute rate and its fixed step cost.
+FEW_RUNS_PARAMS = ("gemm_efficiency_scale", "per_step_overhead_s")
 
 
 def group_of(case: Case) -> Group:
@@ -115,13 +117,24 @@ def calibrate_per_group(train: list[Case], folds: int) -> dict[Group, Efficiency
     params_of: dict[Group, EfficiencyParams | None] = {}
     for group, cases in sorted(by_group.items()):
         label = f"{group[0]} on {group[1]}"
+        observed = [observation(c) for c in cases]
         try:
-            result = fit_calibration(
-                observations=[observation(c) for c in cases], k_folds=min(folds, len(cases))
-            )
-        except (CalibrationError, ValueError) as exc:
-            print(f"  {label:<44} {len(cases):>3} rows: refused, keeps the defaults ({exc})"[:200])
-            continue
+            result = fit_calibration(observations=observed, k_folds=min(folds, len(cases)))
+        except (CalibrationError, ValueError) as first_refusal:
+            # A handful of runs cannot pin every parameter: fit the two that any run constrains,
+            # as a user with few observations would (`autopar calibrate --param ...`).
+            try:
+                result = fit_calibration(
+                    observations=observed, k_folds=min(folds, len(cases)), params=FEW_RUNS_PARAMS
+                )
+            except (CalibrationError, ValueError) as exc:
+                reason = f"{first_refusal}; with {', '.join(FEW_RUNS_PARAMS)} only: {exc}"
+                print(
+                    f"  {label:<44} {len(cases):>3} rows: refused, keeps the defaults ({reason})"[
+                        :220
+                    ]
+                )
+                continue
         moved = ", ".join(f"{c.name} {c.before:.3g}->{c.after:.3g}" for c in result.moved)
         print(f"  {label:<44} {len(cases):>3} rows: {moved}"[:200])
         params_of[group] = result.params

@@ -42,7 +42,18 @@ SAMPLERS: tuple[str, ...] = ("auto", "exhaustive", "tpe", "nsga2", "random")
 
 # The searchable dimensions and the type of their values. ``num_gpus`` (dp*tp*pp*cp) lets a user
 # bound how much of the cluster a plan may use; the others are Plan fields.
-INT_DIMS = ("dp", "tp", "pp", "cp", "ep", "vpp", "micro_batch_size", "zero_stage", "num_gpus")
+INT_DIMS = (
+    "dp",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "etp",
+    "vpp",
+    "micro_batch_size",
+    "zero_stage",
+    "num_gpus",
+)
 BOOL_DIMS = ("sequence_parallel", "offload_optimizer")
 RECOMPUTE_MODES = ("none", "selective", "full")
 DIMS: tuple[str, ...] = (*INT_DIMS, "recompute", *BOOL_DIMS)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from search.request import DimFilter, SearchRequest
 
 # Structural dimensions, in the order trials sample them (and the table is sorted by).
-STRUCT_DIMS = ("tp", "pp", "cp", "dp", "micro_batch_size", "vpp", "ep")
+STRUCT_DIMS = ("tp", "pp", "cp", "dp", "micro_batch_size", "vpp", "ep", "etp")
 OPTION_DIMS = ("zero_stage", "offload_optimizer", "recompute", "sequence_parallel")
 RECOMPUTE_NAMES = ("none", "selective", "full")  # index = the cost model's code
 
@@ -223,14 +223,35 @@ def structural_rows(
         "pp; no allowed layout has one",
     )
     table = _cross(table, "ep", domains["ep"])
-    if model.moe is not None:
-        table = _check(
-            _where(table, (table["dp"] * table["cp"]) % table["ep"] == 0),
-            "constraints.ep: ep must divide dp*cp (experts shard over data ranks); no allowed "
-            "layout has such an ep",
-        )
+    table = _expert_tensor_parallel(model, table, filters)
     order = np.lexsort([table[dim] for dim in reversed(STRUCT_DIMS)])
     return {dim: table[dim][order] for dim in STRUCT_DIMS}
+
+
+def _expert_tensor_parallel(
+    model: ModelSpec, table: Table, filters: dict[str, "DimFilter"]
+) -> Table:
+    """etp per row: the attention's tp (Megatron's default) or 1 (experts whole on each rank,
+    what Megatron-Core recommends for fine-grained MoE), with the expert ranks ep x etp tiling
+    tp x cp x dp (MoE parallel folding). Dense models keep etp = tp, which means nothing."""
+    if model.moe is None:
+        table = {**table, "etp": table["tp"].copy()}
+    else:
+        both = _cross(table, "etp_one", [0, 1])
+        etp = np.where(both["etp_one"] == 1, 1, both["tp"])
+        keep = (both["etp_one"] == 0) | (both["tp"] > 1)  # etp = tp = 1 listed once
+        keep &= (both["tp"] * both["cp"] * both["dp"]) % (both["ep"] * etp) == 0
+        keep &= model.moe.expert_ffn_hidden_size % etp == 0
+        both = {name: column for name, column in both.items() if name != "etp_one"}
+        table = _check(
+            _where({**both, "etp": etp}, keep),
+            "constraints.ep: ep x etp must divide tp x cp x dp (the expert ranks tile the "
+            "attention ranks); no allowed layout has such an ep",
+        )
+    if "etp" in filters:
+        allowed = np.array([filters["etp"].allows(int(v)) for v in table["etp"]], dtype=bool)
+        table = _check(_where(table, allowed), "constraints.etp: no valid layout has that etp")
+    return table
 
 
 # Options ---------------------------------------------------------------------------------------
@@ -324,6 +345,7 @@ def plan_from_values(values: dict[str, Any], group: str | None) -> Plan:
         pp=int(values["pp"]),
         cp=int(values["cp"]),
         ep=int(values["ep"]),
+        etp=int(values["etp"]) if int(values["etp"]) != tp else None,
         vpp=int(values["vpp"]),
         micro_batch_size=int(values["micro_batch_size"]),
         zero_stage=int(values["zero_stage"]),

@@ -167,7 +167,10 @@ def test_deepseek_v3_layout() -> None:
     model = load_model_preset("deepseek-v3")
     assert model.moe is not None
     assert (model.moe.num_experts, model.moe.top_k, model.moe.num_shared_experts) == (256, 8, 1)
-    assert (model.num_moe_layers, model.head_size, model.ffn_size) == (58, 128, 18432)
+    # Multi-head latent attention: query/key heads of 128 + 64 (rope), value heads of 128.
+    assert model.mla is not None and model.mla.kv_lora_rank == 512
+    assert (model.num_moe_layers, model.head_size, model.ffn_size) == (58, 192, 18432)
+    assert model.value_head_size == 128
 
 
 def test_mixed_cluster_zones_and_prices() -> None:

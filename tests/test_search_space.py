@@ -63,11 +63,18 @@ def brute_force_valid(req: SearchRequest) -> set[tuple[int, ...]]:
     """Every PROBE combination the cost model calls structurally valid, in the space's
     canonical form (sequence parallel iff tp > 1; one ZeRO stage on one data-parallel rank;
     offloading only with ZeRO >= 1)."""
-    ranges = {**PROBE, "ep": [1, 2, 3, 4] if req.model.moe else [1]}
+    # etp: 0 = the attention's tp, 1 = experts unsharded (the space's two canonical choices);
+    # dense models only the former.
+    ranges = {
+        **PROBE,
+        "ep": [1, 2, 3, 4] if req.model.moe else [1],
+        "etp": [0, 1] if req.model.moe else [0],
+    }
     grid = np.array(list(itertools.product(*ranges.values())), dtype=np.int64)
     columns = {dim: grid[:, i] for i, dim in enumerate(ranges)}
     columns["vpp"] = np.where(columns["pp"] == 1, 1, columns["vpp"])
     arrays = price(req, columns)
+    columns["etp"] = np.where(columns["etp"] == 0, columns["tp"], columns["etp"])
     valid = (arrays["violations"] & ~int(Violation.MEMORY)) == 0
     rows = {tuple(int(columns[d][i]) for d in STRUCT_DIMS) for i in np.flatnonzero(valid)}
     plans = set()

@@ -6,7 +6,7 @@ typo such as ``num_layer`` is reported instead of silently ignored.
 
 from costmodel.specs.cluster import ClusterSpec, GpuSpec, NodeGroup, ZoneLink
 from costmodel.specs.estimate import Estimate, MemoryBreakdown, StageEstimate, TimeBreakdown
-from costmodel.specs.model import ModelSpec, MoESpec
+from costmodel.specs.model import MLASpec, ModelSpec, MoESpec
 from costmodel.specs.plan import Plan, ReplicaSpec, StageSpec
 from costmodel.specs.training import TrainingSpec
 
@@ -14,6 +14,7 @@ __all__ = [
     "ClusterSpec",
     "Estimate",
     "GpuSpec",
+    "MLASpec",
     "MemoryBreakdown",
     "MoESpec",
     "ModelSpec",

@@ -4,6 +4,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from costmodel.errors import SpecError
 from costmodel.specs.base import Spec
 
 
@@ -30,11 +31,62 @@ class MoESpec(Spec):
         return self
 
 
+class MLASpec(Spec):
+    """Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 Sec. 2.1; DeepSeek-V3, Kimi K2).
+
+    Per layer and token, with ``n`` heads and hidden size ``h`` (shapes as in Hugging Face's
+    ``DeepseekV3Attention`` and Megatron-Core's ``MLASelfAttention``):
+
+    - queries: ``W_DQ`` (h x q_lora_rank) -> RMSNorm -> ``W_UQ`` (q_lora_rank x n (nope + rope));
+      without query compression (``q_lora_rank`` None or 0) one ``W_Q`` (h x n (nope + rope));
+    - keys and values: ``W_DKV`` (h x (kv_lora_rank + rope)), whose last ``rope`` columns are
+      the decoupled rotary key shared by all heads -> RMSNorm over the kv_lora_rank latent ->
+      ``W_UKV`` (kv_lora_rank x n (nope + v)), the key and value up-projections;
+    - output: ``W_O`` (n v x h).
+
+    Training runs the up-projected ("naive") form: queries and keys of head dim nope + rope,
+    values of head dim ``v_head_dim``; the absorbed form is an inference optimization.
+    """
+
+    q_lora_rank: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000,
+        description=(
+            "Query compression rank (W_DQ: hidden x q_lora_rank); None or 0: queries projected "
+            "directly from the hidden state (DeepSeek-V2-Lite)."
+        ),
+    )
+    kv_lora_rank: int = Field(
+        ge=1, le=1_000_000, description="Key/value latent width (W_DKV's compressed part)."
+    )
+    qk_rope_head_dim: int = Field(
+        ge=1, le=100_000, description="Per-head width of the rotary (decoupled) query/key part."
+    )
+    qk_nope_head_dim: int = Field(
+        ge=1, le=100_000, description="Per-head width of the query/key part without rotary."
+    )
+    v_head_dim: int = Field(ge=1, le=100_000, description="Per-head value width.")
+
+    @property
+    def q_rank(self) -> int:
+        """Query compression rank; 0 when queries are not compressed."""
+        return self.q_lora_rank or 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Query/key head width the scores are computed over: nope + rope."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
 class ModelSpec(Spec):
     """Decoder-only transformer shape.
 
     Defaults follow GPT-3 conventions (``ffn = 4 * hidden``, multi-head attention); Llama-style
-    models set ``num_kv_heads`` (GQA) and ``activation="swiglu"`` with their own FFN width.
+    models set ``num_kv_heads`` (GQA) and ``activation="swiglu"`` with their own FFN width;
+    DeepSeek-V2/V3 and Kimi K2 add an ``mla`` block (multi-head latent attention). The
+    multi-token-prediction module of DeepSeek-V3 (``num_nextn_predict_layers``) is not modelled:
+    its published 671B total excludes MTP's 14B, and so does this spec.
     """
 
     name: str = Field(default="custom", min_length=1, max_length=200)
@@ -48,11 +100,29 @@ class ModelSpec(Spec):
         default=None, ge=1, le=10_000_000, description="Dense FFN width; default 4 * hidden."
     )
     vocab_size: int = Field(ge=1, le=10_000_000)
-    activation: Literal["gelu", "swiglu"] = "gelu"
+    activation: Literal["gelu", "swiglu", "relu2"] = Field(
+        default="gelu",
+        description=(
+            "FFN activation: gelu (2 matrices), swiglu (gated: 3 matrices), relu2 (squared "
+            "ReLU, Nemotron: 2 matrices, priced as gelu)."
+        ),
+    )
     tie_embeddings: bool = False
     moe: MoESpec | None = None
     head_dim: int | None = Field(
         default=None, ge=1, le=100_000, description="Per-head width; default hidden / heads."
+    )
+    mla: MLASpec | None = Field(
+        default=None, description="Multi-head latent attention (DeepSeek-V2/V3, Kimi K2)."
+    )
+    max_position_embeddings: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000_000,
+        description=(
+            "Longest sequence the model's positions support (HF max_position_embeddings); an "
+            "estimate whose training.seq_length exceeds it is refused."
+        ),
     )
 
     @model_validator(mode="after")
@@ -62,7 +132,19 @@ class ModelSpec(Spec):
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_kv_heads ({self.num_kv_heads})"
             )
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+        if self.mla is not None:
+            if self.num_kv_heads not in (None, self.num_attention_heads):
+                raise ValueError(
+                    f"mla: num_kv_heads ({self.num_kv_heads}) must be unset or equal "
+                    f"num_attention_heads ({self.num_attention_heads}); multi-head latent "
+                    "attention up-projects a key and a value for every head"
+                )
+            if self.head_dim is not None:
+                raise ValueError(
+                    "mla: head_dim must be unset; the head widths are mla.qk_nope_head_dim + "
+                    "mla.qk_rope_head_dim (queries, keys) and mla.v_head_dim (values)"
+                )
+        elif self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                 f"({self.num_attention_heads}) unless head_dim is given"
@@ -82,7 +164,25 @@ class ModelSpec(Spec):
 
     @property
     def head_size(self) -> int:
+        """Query/key head width (MLA: qk_nope_head_dim + qk_rope_head_dim)."""
+        if self.mla is not None:
+            return self.mla.qk_head_dim
         return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def value_head_size(self) -> int:
+        """Value head width (MLA: v_head_dim; otherwise the head width)."""
+        return self.mla.v_head_dim if self.mla is not None else self.head_size
+
+    def check_seq_length(self, seq_length: int) -> None:
+        """Raise ``SpecError`` naming ``training.seq_length`` when it exceeds the model's
+        ``max_position_embeddings`` (called wherever a model and a training are combined)."""
+        limit = self.max_position_embeddings
+        if limit is not None and seq_length > limit:
+            raise SpecError(
+                f"training.seq_length: {seq_length} exceeds model '{self.name}' "
+                f"max_position_embeddings ({limit})"
+            )
 
     @property
     def num_moe_layers(self) -> int:

@@ -44,7 +44,23 @@ class Plan(Spec):
     tp: int = Field(ge=1, le=4096, description="Tensor-parallel degree (Megatron).")
     pp: int = Field(ge=1, le=10_000, description="Pipeline stages.")
     cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (ring attn).")
-    ep: int = Field(default=1, ge=1, le=100_000, description="Expert-parallel degree (MoE).")
+    ep: int = Field(
+        default=1,
+        ge=1,
+        le=100_000,
+        description=(
+            "Expert-parallel degree (MoE). With MoE parallel folding (Megatron-Core, Liu et al. "
+            "2024) the expert groups span tensor, context and data ranks: ep x etp divides "
+            "tp x cp x dp."
+        ),
+    )
+    etp: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="Expert tensor-parallel size (Megatron --expert-tensor-parallel-size); "
+        "default: tp.",
+    )
     vpp: int = Field(default=1, ge=1, le=1024, description="Virtual stages per pipeline rank.")
     micro_batch_size: int = Field(ge=1, le=1_000_000, description="Sequences per micro-batch.")
     zero_stage: int = Field(
@@ -113,6 +129,8 @@ class Plan(Spec):
                 )
             if self.stages is not None:
                 raise ValueError("dp_shard applies to homogeneous plans only")
+        if self.etp is not None and self.stages is not None:
+            raise ValueError("etp applies to homogeneous plans only")
         if self.sequence_parallel and self.tp == 1 and self.stages is None:
             raise ValueError("sequence_parallel needs tp > 1")
         if self.stages is not None:

@@ -44,6 +44,14 @@ def layer_activation_bytes(ctx: ModelContext, st: StageInputs, tokens: Array) ->
     (megatron/core/fusions/fused_bias_swiglu.py), as torch.compile's min-cut partitioner does.
     Under FP8, Transformer Engine saves each linear's input as its FP8 cast (1 byte instead of
     2): the QKV, projection, FC1 and FC2 inputs.
+
+    Multi-head latent attention (Megatron-Core ``MLASelfAttention``, the up-projected training
+    path): the core keeps Q and K (heads * (nope + rope) each) and V (heads * v), the
+    projection its input (heads * v, the core's output); the shared rotary key is broadcast
+    into K (RoPE's backward needs only cos/sin). Each latent (q_lora_rank, kv_lora_rank) keeps
+    its RMSNorm's input (2) and its up-projection's input (2, FP8: 1), outside the TP region:
+    the down-projections are duplicated on every TP rank (sharded only under sequence
+    parallelism). Megatron's optional up-projection recompute (``mla_up_proj``) is not modelled.
     """
     shape = ctx.shape
     h = float(shape.hidden)
@@ -53,7 +61,10 @@ def layer_activation_bytes(ctx: ModelContext, st: StageInputs, tokens: Array) ->
     outside = 4.0 + 2.0 * linear_input + (2.0 if ctx.dropout else 0.0)
     q_ratio = shape.q_width / h
     kv_ratio = shape.kv_width / h
-    attention_inside = 2 * q_ratio + 4 * kv_ratio + linear_input * q_ratio
+    # The projection's input is the core's output: heads * v head dim (q_width but under MLA).
+    attention_inside = 2 * q_ratio + 4 * kv_ratio + linear_input * (shape.o_width / h)
+    # MLA's latents: norm input + up-projection input each (0 without MLA).
+    outside += (2.0 + linear_input) * (shape.q_lora + shape.kv_lora) / h
     fc1_output = 4.0 if ctx.swiglu else 2.0  # gate and up, or the GeLU input
     ffn_factor = fc1_output + linear_input
     dense_ffn = ffn_factor * shape.ffn / h

@@ -14,11 +14,13 @@
 - FP8 GEMMs add their quantization kernels (``fp8_casts``).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from costmodel.context import ModelContext
+from costmodel.flops import LayerShape
 from costmodel.kernels import (
     FLASH_BACKWARD_FACTOR,
     Hardware,
@@ -53,6 +55,27 @@ def load_imbalance(ctx: ModelContext, st: StageInputs) -> Array:
     return np.where(st.ep > 1, ctx.params.moe_load_imbalance, 1.0)
 
 
+def _mla_projection_gemm_s(
+    shape: LayerShape, st: StageInputs, tokens: Array, gemm: Callable[..., Array]
+) -> Array:
+    """Multi-head latent attention's projections, forward, as Megatron-Core runs them
+    (megatron/core/transformer/multi_latent_attention.py, ``MLASelfAttention``, with the
+    ``gpt_layer_specs`` MLA spec): the down-projections W_DQ (h x q_lora) and W_DKV
+    (h x (kv_lora + rope)) are ``TELinear(parallel_mode="duplicated")``, whole on every TP rank
+    and run on its tokens (the sequence shard under sequence parallelism, all tokens without);
+    the up-projections W_UQ (q_lora x n (nope + rope); W_Q from h without query compression)
+    and W_UKV (kv_lora x n (nope + v)) are column-parallel and W_O (n v x h) row-parallel, so
+    they shard by tp as the QKV and projection GEMMs do. Separate GEMMs, each with its roll-off.
+    """
+    h, tp = shape.hidden, st.tp
+    down_rows = tokens / sequence_divisor(st)
+    q_down = gemm(float(shape.q_lora), h, down_rows) if shape.q_lora else 0.0
+    kv_down = gemm(float(shape.kv_lora + shape.qk_rope), h, down_rows)
+    q_up = gemm(shape.q_width / tp, shape.q_lora or h)
+    kv_up = gemm(shape.kv_up_width / tp, shape.kv_lora)
+    return q_down + kv_down + q_up + kv_up + gemm(h, shape.o_width / tp)
+
+
 def layer_forward_gemm_s(
     ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
 ) -> tuple[Array, Array, Array]:
@@ -63,19 +86,27 @@ def layer_forward_gemm_s(
     def gemm(n: Array, k: Array, rows: Array = tokens) -> Array:
         return gemm_time_s(2 * rows * n * k, rows, n, k, hw, half)
 
-    qkv_out = (shape.q_width + 2 * shape.kv_width) / tp
-    attention = gemm(qkv_out, h) + gemm(h, shape.q_width / tp)
+    if shape.mla:
+        attention = _mla_projection_gemm_s(shape, st, tokens, gemm)
+    else:
+        qkv_out = (shape.q_width + 2 * shape.kv_width) / tp
+        attention = gemm(qkv_out, h) + gemm(h, shape.q_width / tp)
     up_width = shape.ffn * (shape.ffn_matrices - 1) / tp
     dense_mlp = gemm(up_width, h) + gemm(h, shape.ffn / tp)
     if not shape.num_experts:
         return attention, dense_mlp, np.zeros_like(dense_mlp)
-    # Each GPU hosts E/ep experts; on average each receives tokens * top_k * ep / E tokens, the
-    # busiest rank moe_load_imbalance times that.
+    # Each GPU hosts E/ep experts, each sharded etp ways; the tp x cp x dp ranks' routed tokens
+    # spread over the ep x etp x edp expert ranks, so each expert GEMM here sees
+    # tokens * top_k * ep * etp / (E * tp) rows (tokens * top_k * ep / E when etp = tp, the
+    # unfolded layout), the busiest rank moe_load_imbalance times that.
+    etp = st.expert_tp
     experts_per_gpu = shape.num_experts / st.ep
-    expert_tokens = tokens * shape.top_k * st.ep / shape.num_experts * load_imbalance(ctx, st)
-    expert_up = shape.expert_ffn * (shape.ffn_matrices - 1) / tp
+    expert_tokens = (
+        tokens * shape.top_k * st.ep * etp / (shape.num_experts * tp) * load_imbalance(ctx, st)
+    )
+    expert_up = shape.expert_ffn * (shape.ffn_matrices - 1) / etp
     routed = experts_per_gpu * (
-        gemm(expert_up, h, expert_tokens) + gemm(h, shape.expert_ffn / tp, expert_tokens)
+        gemm(expert_up, h, expert_tokens) + gemm(h, shape.expert_ffn / etp, expert_tokens)
     )
     shared = shape.shared_experts * (gemm(expert_up, h) + gemm(h, shape.expert_ffn / tp))
     router = gemm(float(shape.num_experts), h)
@@ -85,12 +116,18 @@ def layer_forward_gemm_s(
 def attention_core_forward_s(
     ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array
 ) -> Array:
-    """Scores + softmax + weighted sum of one layer, forward."""
+    """Scores + softmax + weighted sum of one layer, forward.
+
+    FLOPs ``2 tokens s (q_width + o_width) / tp`` (``LayerShape.attention_core_flops``): 4 s h_q
+    per token when query/key and value heads are equally wide; under MLA queries/keys of
+    nope + rope and values of v_head_dim. The unfused GEMMs' size roll-off uses the mean of the
+    two head widths.
+    """
     shape, params = ctx.shape, ctx.params
-    flops = 4.0 * tokens * ctx.seq_length * shape.q_width / st.tp
+    flops = 2.0 * tokens * ctx.seq_length * (shape.q_width + shape.o_width) / st.tp
     if ctx.flash_attention:
         return fused_attention_s(flops, hw)
-    head_dim = shape.q_width / shape.heads
+    head_dim = (shape.q_width + shape.o_width) / (2 * shape.heads)
     gemm = flops / (
         hw.attention_peak_Fps
         * hw.attention_gemm_efficiency

@@ -58,7 +58,7 @@ def _dp_links(st: StageInputs, hw: Hardware, held: StageParams) -> _Links:
     dp_local = comm.ranks_per_node(held.shard, st.tp, hw.gpus_per_node)
     busbw = comm.bus_bandwidth_Bps(held.shard, dp_local, hw.intra_Bps, hw.inter_Bps)
     latency = comm.link_latency_s(held.shard, dp_local, hw.intra_latency_s, hw.inter_latency_s)
-    expert_local = comm.ranks_per_node(held.expert_shard, st.tp * st.ep, hw.gpus_per_node)
+    expert_local = comm.ranks_per_node(held.expert_shard, st.expert_tp * st.ep, hw.gpus_per_node)
     expert_busbw = comm.bus_bandwidth_Bps(
         held.expert_shard, expert_local, hw.intra_Bps, hw.inter_Bps
     )

@@ -46,6 +46,18 @@ class StageInputs:
     dp_latency_s: Array
     # Ranks the ZeRO-sharded states are split over (hybrid sharding); None or 0 = all dp x cp.
     dp_shard: Array | None = None
+    # Expert tensor-parallel size (MoE parallel folding); None = tp.
+    etp: Array | None = None
+
+    @property
+    def expert_tp(self) -> Array:
+        return self.tp if self.etp is None else np.where(self.etp > 0, self.etp, self.tp)
+
+    @property
+    def folded(self) -> Array:
+        """Whether the expert groups are laid out apart from attention's (MoE parallel folding:
+        etp differs from tp, or ep does not fit in the data-parallel ranks)."""
+        return (self.expert_tp != self.tp) | ((self.dp * self.cp) % self.ep != 0)
 
     @property
     def layers(self) -> Array:

@@ -48,8 +48,11 @@ def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
         + st.has_embedding * embedding
         + st.has_head * embedding
     ) / st.tp + layers * shape.norm_params
+    # MLA's down-projections are whole on every tensor-parallel rank (Megatron-Core's
+    # MLASelfAttention builds them duplicated): add back what the division took off.
+    replicated = replicated + layers * shape.mla_down_params * (1.0 - 1.0 / st.tp)
     experts_per_gpu = np.where(shape.num_experts > 0, shape.num_experts / st.ep, 0.0)
-    experts = st.moe_layers * experts_per_gpu * shape.expert_params / st.tp
+    experts = st.moe_layers * experts_per_gpu * shape.expert_params / st.expert_tp
     data_parallel = st.dp * st.cp
     # Hybrid sharding only means something where states are sharded (ZeRO >= 1).
     shard = (
@@ -60,7 +63,8 @@ def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
     per_layer = (
         (
             st.dense_layers * dense_per_layer
-            + st.moe_layers * (moe_replicated + experts_per_gpu * shape.expert_params)
+            + st.moe_layers
+            * (moe_replicated + experts_per_gpu * shape.expert_params * st.tp / st.expert_tp)
         )
         / np.maximum(layers, 1)
         / st.tp
@@ -69,7 +73,8 @@ def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
         replicated=replicated,
         experts=experts,
         shard=shard,
-        expert_shard=np.maximum(shard / st.ep, 1.0),
+        # Expert data parallelism: the tp x (dp x cp) ranks over ep x etp expert ranks.
+        expert_shard=np.maximum(shard * st.tp / (st.ep * st.expert_tp), 1.0),
         per_layer=per_layer,
         replicas=data_parallel / shard,
     )
