@@ -288,3 +288,29 @@ def test_an_infeasible_plan_exits_3_with_its_reasons() -> None:
     assert json.loads(result.stdout)["feasible"] is False
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: the plan does not fit: ")
+
+
+def test_import_hf_prints_what_it_does_not_price_exactly(tmp_path: Path) -> None:
+    """Gemma 2's GeGLU is priced as SwiGLU and its soft-capping not at all: the CLI says so on
+    stderr and keeps stdout the YAML."""
+    config = {
+        "model_type": "gemma2",
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": 3584,
+        "intermediate_size": 14336,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 42,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+        "sliding_window": 4096,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run_cli("import-hf", str(path))
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["num_layers"] == 42
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert any("soft-capping" in line for line in warnings)

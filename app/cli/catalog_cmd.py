@@ -14,7 +14,7 @@ from app.cli import cli
 from app.cli._common import fail
 from costmodel.catalog import SPEC_KINDS, SpecKind, list_presets, load_preset
 from costmodel.hardware import CATALOG
-from costmodel.hf_import import model_from_hf_config
+from costmodel.hf_import import import_hf_config
 from costmodel.specs import ClusterSpec, ModelSpec, Plan, TrainingSpec
 from costmodel.specs.base import Spec
 
@@ -132,9 +132,12 @@ def import_hf_command(
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         fail(f"'{config_path}' is not valid JSON: {exc}")
     try:
-        spec = model_from_hf_config(config, name=name)
+        converted = import_hf_config(config, name=name)
     except ValueError as exc:
         fail(f"{config_path}: {exc}")
+    spec = converted.spec
+    for warning in converted.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     header = f"# Imported by `autopar import-hf` from {config_path.name}"
     header += f" (model_type {config['model_type']}).\n"
     text = header + yaml.safe_dump(spec.model_dump(exclude_none=True), sort_keys=False)

@@ -6,7 +6,7 @@ from app.common.pagination import CursorQuery, LimitQuery, NameQuery, PresetQuer
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
 from app.modelspecs import service
-from app.modelspecs.schemas import ModelPage, ModelRecord
+from app.modelspecs.schemas import ImportedModelRecord, ModelPage, ModelRecord
 from costmodel.specs import ModelSpec
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -30,7 +30,7 @@ async def create_model(spec: ModelSpec, session: SessionDep, response: Response)
 @router.post(
     "/import-hf",
     status_code=status.HTTP_201_CREATED,
-    response_model=ModelRecord,
+    response_model=ImportedModelRecord,
     responses=error_responses(400, 409, 413, 422),
 )
 async def import_hf_model(
@@ -42,10 +42,12 @@ async def import_hf_model(
         Query(min_length=1, max_length=200, description="Default: from _name_or_path."),
     ] = None,
 ) -> Any:
-    """Convert a Hugging Face ``config.json`` into a model spec and store it."""
-    row = await run_in_session(service.import_hf_model, session, config=config, name=name)
+    """Convert a Hugging Face ``config.json`` into a model spec and store it; ``warnings`` say
+    what of the config the cost model does not price exactly."""
+    row, warnings = await run_in_session(service.import_hf_model, session, config=config, name=name)
     response.headers["Location"] = f"{router.prefix}/{row.id}"
-    return row
+    record = ModelRecord.model_validate(row, from_attributes=True)
+    return ImportedModelRecord(**record.model_dump(), warnings=warnings)
 
 
 @router.get("", response_model=ModelPage, responses=error_responses(422))

@@ -10,7 +10,7 @@ from app.common.text import require_storable
 from app.errors import InvalidInputError
 from app.modelspecs.repository import models
 from app.orm import ModelSpecRow
-from costmodel.hf_import import model_from_hf_config
+from costmodel.hf_import import import_hf_config
 from costmodel.specs import ModelSpec
 
 KIND = "model"
@@ -24,10 +24,11 @@ def create_model(session: Session, *, spec: ModelSpec) -> ModelSpecRow:
 
 def import_hf_model(
     session: Session, *, config: Mapping[str, Any], name: str | None
-) -> ModelSpecRow:
+) -> tuple[ModelSpecRow, list[str]]:
+    """The stored row and the conversion's warnings."""
     require_storable(config)
     try:
-        spec = model_from_hf_config(config, name=name)
+        converted = import_hf_config(config, name=name)
     except ValueError as exc:  # missing key, unsupported model_type, invalid shape
         raise InvalidInputError.at(None, str(exc), code="unsupported_config") from None
     except (TypeError, ArithmeticError) as exc:
@@ -38,14 +39,15 @@ def import_hf_model(
         ) from None
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
-    return record_service.create_record(
+    row = record_service.create_record(
         session,
         repository=models,
-        spec=spec,
+        spec=converted.spec,
         kind=KIND,
         source="hf",
         description=f"Imported from a Hugging Face config ({architecture or config['model_type']})",
     )
+    return row, list(converted.warnings)
 
 
 def get_model(session: Session, *, key: str) -> ModelSpecRow:

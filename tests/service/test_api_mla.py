@@ -51,6 +51,9 @@ def test_import_hf_stores_the_mla_block(client: httpx.Client) -> None:
     assert spec["max_position_embeddings"] == 163840
     preset = load_model_preset("deepseek-v3").model_dump(mode="json")
     assert {**spec, "name": "deepseek-v3"} == preset
+    # What is not priced exactly comes back with the stored model, never silently dropped.
+    warnings = response.json()["warnings"]
+    assert any("multi-token-prediction module is not modelled" in w for w in warnings)
 
 
 def test_estimate_refuses_a_sequence_beyond_max_position_embeddings(client: httpx.Client) -> None:
