@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE_STAMP := $(VENV)/.installed-profile
 
-.PHONY: test lint validate bench bench-api bench-api-wrk bench-search run clean
+.PHONY: test test-browser lint validate bench bench-api bench-api-wrk bench-search run clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ lint: $(STAMP)
 
 test: lint $(PROFILE_STAMP)
 	$(BIN)/python -m pytest
+
+# The dashboard's end-to-end tests in Debian's Chromium (the fixture apt-installs it when missing).
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -m browser tests/browser
 
 validate: $(STAMP)
 	$(BIN)/autopar validate

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.calibrations.router import router as calibrations_router
 from app.clusters.router import router as clusters_router
+from app.dashboard import install_dashboard
 from app.db import is_sqlite, make_engine, make_session_factory, redact
 from app.errors import install_handlers
 from app.estimates.router import router as estimates_router
@@ -76,6 +77,9 @@ def create_app(
         summary="Auto-parallelism planner for training large transformer models.",
         version="v1",
         lifespan=lifespan,
+        # Served by the dashboard from vendored assets instead of a CDN (offline clusters).
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.session_factory = session_factory or make_session_factory(engine)
@@ -95,6 +99,7 @@ def create_app(
         calibrations_router,
     ):
         app.include_router(router)
+    install_dashboard(app)
     return app
 
 
