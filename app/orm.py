@@ -242,6 +242,8 @@ class PlanRow(Base):
     estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
     # One value per objective, in the study's order (multi-objective searches have several).
     objective_values: Mapped[list[float] | None] = mapped_column(JSONDocument())
+    # Near-ties folded into this entry (search.EquivalentPlan documents), closest first.
+    equivalents: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONDocument())
     feasible: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
     # Copies of the most used estimate figures, so lists can sort and filter in SQL.
     step_time_s: Mapped[float | None] = mapped_column(Float)

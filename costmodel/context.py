@@ -41,6 +41,7 @@ class ModelContext:
     flash_attention: bool
     dropout: bool
     fused_cross_entropy: bool
+    framework: str
     swiglu: bool
     num_layers: int
     tie_embeddings: bool
@@ -73,6 +74,7 @@ class ModelContext:
             flash_attention=training.flash_attention,
             dropout=training.dropout,
             fused_cross_entropy=training.fused_cross_entropy,
+            framework=training.framework,
             swiglu=model.activation == "swiglu",
             num_layers=model.num_layers,
             tie_embeddings=model.tie_embeddings,

@@ -6,9 +6,11 @@ import numpy as np
 
 from costmodel.context import ModelContext
 from costmodel.feasibility import describe
+from costmodel.frameworks import launchable_by, why_not
 from costmodel.hardware import resolve_gpu
 from costmodel.hardware_arrays import mfu_peak_tflops
-from costmodel.homogeneous import HomogeneousResult
+from costmodel.homogeneous import HomogeneousResult, plan_arrays
+from costmodel.layout_notes import homogeneous_warnings, parameter_counts
 from costmodel.pipeline_split import describe_rule, stage_layer_counts
 from costmodel.specs import (
     Estimate,
@@ -111,15 +113,19 @@ def explain_homogeneous(
     valid = split[0] > 0
     counts = stage_layer_counts(model.num_layers, plan.pp, split) if valid else None
     layers = split[1] if valid else model.num_layers / plan.pp
+    # Middle stages differ only in how many micro-batches they hold in flight (one call for all).
+    held_by_stage = inflight_layers(
+        plan.pp,
+        plan.vpp,
+        np.arange(plan.pp, dtype=float),
+        microbatches,
+        layers,
+        int(plan.schedule == "gpipe"),
+    ).tolist()
     for index in range(plan.pp):
         kind = kinds[0] if index == 0 else kinds[2] if index == plan.pp - 1 else kinds[1]
         if 0 < index < plan.pp - 1:
-            # Middle stages differ only in how many micro-batches they hold in flight.
-            held = float(
-                inflight_layers(
-                    plan.pp, plan.vpp, index, microbatches, layers, int(plan.schedule == "gpipe")
-                )
-            )
+            held = float(held_by_stage[index])
             scale = held / kind["inflight_layers"] if kind["inflight_layers"] else 1.0
             extra = kind["inflight_activations_gib"] * (scale - 1.0)
             kind = {**kind, "activations_gib": kind["activations_gib"] + extra}
@@ -172,8 +178,12 @@ def explain_homogeneous(
         "capacity_gib": float(arrays["capacity_gib"]),
         "precision": training.precision,
     }
+    columns = plan_arrays(plan)
+    facts["framework"] = training.framework
+    facts["framework_why"] = "; ".join(why_not(training.framework, columns))
     tokens_per_s = float(arrays["tokens_per_s"])
     usd_per_hour = finite_or_none(float(arrays["usd_per_hour"]))
+    total, active = parameter_counts(model)
     return Estimate(
         feasible=violations == 0,
         reasons=describe(violations, facts),
@@ -193,4 +203,10 @@ def explain_homogeneous(
         time_to_train_s=(
             training.train_tokens / tokens_per_s if training.train_tokens is not None else None
         ),
+        total_params=total,
+        active_params=active,
+        warnings=homogeneous_warnings(model, group, plan),
+        framework=training.framework,
+        launchable_by=launchable_by(columns),
+        idle_gpus=int(arrays["idle_gpus"]),
     )

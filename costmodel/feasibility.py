@@ -20,6 +20,7 @@ class Violation(IntFlag):
     PRECISION = 1 << 11
     SP_TP = 1 << 12
     EP_DENSE = 1 << 13
+    FRAMEWORK = 1 << 14
 
 
 # How an out-of-memory reason starts: the one infeasibility a run that really happened may still
@@ -66,6 +67,7 @@ def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
         Violation.PRECISION: "{gpu} has no {precision} tensor-core support",
         Violation.SP_TP: "sequence_parallel needs tp > 1",
         Violation.EP_DENSE: "ep={ep} > 1 but the model has no MoE layers",
+        Violation.FRAMEWORK: "{framework} cannot launch this plan: {framework_why}",
     }
     return [text.format(**f) for flag, text in messages.items() if flags & flag]
 

@@ -21,12 +21,16 @@ import numpy as np
 from costmodel import pipeline
 from costmodel.context import ModelContext
 from costmodel.explain import finite_or_none, memory_of, time_breakdown
+from costmodel.feasibility import Violation, describe
 from costmodel.flops import is_moe_layer, model_flops_per_token
+from costmodel.frameworks import FRAMEWORK_NAMES, why_not
 from costmodel.gpu_defaults import default_params
 from costmodel.hardware import group_links_GBps, peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_tflops
 from costmodel.kernels import Hardware
+from costmodel.layout_notes import PlacedStage, heterogeneous_sentences, parameter_counts
 from costmodel.params import EfficiencyParams
+from costmodel.rules import RULES, Facts, violations
 from costmodel.specs import (
     ClusterSpec,
     Estimate,
@@ -114,6 +118,117 @@ def _layer_kinds(model: ModelSpec, plan: Plan) -> list[tuple[int, int]]:
     return kinds
 
 
+# The rules of ``costmodel.rules`` that one stage placement decides on its own (GPU counts and
+# the batch split are the plan's, checked above and below).
+_STAGE_RULES = tuple(
+    rule
+    for rule in RULES
+    if rule.violation
+    in (
+        Violation.HEADS_TP,
+        Violation.KV_HEADS_TP,
+        Violation.FFN_TP,
+        Violation.EXPERTS_EP,
+        Violation.EP_DENSE,
+        Violation.SEQ_CP,
+        Violation.PRECISION,
+    )
+)
+
+
+def _plan_columns(plan: Plan, tp: int) -> dict[str, np.ndarray]:
+    """The plan-level settings as the 1-element columns ``frameworks`` reads."""
+    values = {
+        "dp": plan.dp, "tp": tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep, "etp": 0,
+        "vpp": plan.vpp, "zero_stage": plan.zero_stage,
+        "recompute": RECOMPUTE_CODES[plan.recompute],
+        "offload_optimizer": int(plan.offload_optimizer),
+        "tp_comm_overlap": int(plan.tp_comm_overlap), "schedule": int(plan.schedule == "gpipe"),
+    }  # fmt: skip
+    return {name: np.array([value]) for name, value in values.items()}
+
+
+def _framework_gaps(framework: str, plan: Plan, flat: list["Placement"]) -> list[str]:
+    """What of a heterogeneous plan ``framework`` cannot express: one TP size on every stage
+    (all three run one), and the plan-level settings of its table."""
+    tps = sorted({placement.tp for placement in flat})
+    gaps = [f"tp: one tensor-parallel size on every stage (this plan has {tps})"]
+    gaps = gaps if len(tps) > 1 else []
+    return gaps + why_not(framework, _plan_columns(plan, tps[0]))
+
+
+def _launchable(plan: Plan, flat: list["Placement"]) -> list[str]:
+    return [name for name in FRAMEWORK_NAMES[1:] if not _framework_gaps(name, plan, flat)]
+
+
+def _chunks_fit_stages(layers: list[int], vpp: int) -> bool:
+    """Every stage's layers split into vpp chunks; the first and last may count the embedding
+    or loss as a layer (Megatron's account-for flags), as ``pipeline_split.is_valid``."""
+    ends = {0, len(layers) - 1}
+    return all(
+        count % vpp == 0 or (index in ends and (count + 1) % vpp == 0)
+        for index, count in enumerate(layers)
+    )
+
+
+def _stage_rule_reasons(
+    model: ModelSpec,
+    training: TrainingSpec,
+    plan: Plan,
+    flat: list["Placement"],
+    ctx: ModelContext,
+) -> list[str]:
+    """The rule table applied to each distinct (group, tp) placement, worded per stage."""
+    reasons: list[str] = []
+    seen: set[tuple[str, int]] = set()
+    for placement in flat:
+        key = (placement.group.name, placement.tp)
+        if key in seen:
+            continue
+        seen.add(key)
+        gpu = resolve_gpu(placement.group.gpu)
+        columns = {
+            name: np.array([value])
+            for name, value in {
+                "dp": placement.dp, "tp": placement.tp, "pp": plan.pp, "cp": plan.cp,
+                "ep": plan.ep, "etp": 0, "vpp": plan.vpp,
+                "micro_batch_size": plan.micro_batch_size, "sequence_parallel": 0,
+            }.items()
+        }  # fmt: skip
+        facts = Facts(
+            shape=ctx.shape,
+            num_layers=model.num_layers,
+            global_batch_size=training.global_batch_size,
+            seq_length=training.seq_length,
+            group_gpus=placement.group.num_gpus,
+            has_precision=peak_tflops(gpu, training.precision) > 0,
+        )
+        broken = int(violations(columns, facts, _STAGE_RULES)[0])
+        words = describe(broken, _stage_facts(model, training, plan, placement, gpu.name))
+        reasons += [f"stage {placement.stage}: {text}" for text in words]
+    return reasons
+
+
+def _stage_facts(
+    model: ModelSpec, training: TrainingSpec, plan: Plan, placement: "Placement", gpu: str
+) -> dict[str, float | int | str]:
+    return {
+        "tp": placement.tp,
+        "heads": model.num_attention_heads,
+        "kv_heads": model.kv_heads,
+        "ffn": model.ffn_size
+        if model.moe is None
+        else f"{model.ffn_size}/{model.moe.expert_ffn_hidden_size}",
+        "ep": plan.ep,
+        "etp": placement.tp,
+        "experts": model.moe.num_experts if model.moe else 0,
+        "cp": plan.cp,
+        "seq": training.seq_length,
+        "gpu": gpu,
+        "precision": training.precision,
+    }
+
+
 def estimate_heterogeneous(
     model: ModelSpec,
     training: TrainingSpec,
@@ -142,8 +257,12 @@ def estimate_heterogeneous(
     total_layers = sum(stage.num_layers for stage in plan.stages or [])
     if total_layers != model.num_layers:
         reasons.append(f"stages hold {total_layers} layers but the model has {model.num_layers}")
-    if any(stage.num_layers % plan.vpp for stage in plan.stages or []):
-        reasons.append(f"vpp={plan.vpp} does not divide every stage's num_layers")
+    stage_layers = [stage.num_layers for stage in plan.stages or []]
+    if plan.vpp > 1 and not _chunks_fit_stages(stage_layers, plan.vpp):
+        reasons.append(
+            f"vpp={plan.vpp} does not divide every stage's num_layers (the first and last may "
+            "count the embedding or loss as a layer)"
+        )
     used: dict[str, int] = {}
     for placement in flat:
         used[placement.group.name] = used.get(placement.group.name, 0) + (
@@ -153,26 +272,13 @@ def estimate_heterogeneous(
         available = cluster.group(name).num_gpus
         if count > available:
             reasons.append(f"plan needs {count} GPUs of group '{name}' but it has {available}")
-    for placement in flat:
-        if model.num_attention_heads % placement.tp or model.kv_heads % placement.tp:
-            reasons.append(
-                f"stage {placement.stage}: tp={placement.tp} does not divide the attention heads"
-            )
-        ffn_widths = [model.ffn_size] + ([model.moe.expert_ffn_hidden_size] if model.moe else [])
-        if any(width % placement.tp for width in ffn_widths):
-            reasons.append(
-                f"stage {placement.stage}: tp={placement.tp} does not divide the FFN width"
-            )
-        if peak_tflops(resolve_gpu(placement.group.gpu), training.precision) <= 0:
-            reasons.append(
-                f"{resolve_gpu(placement.group.gpu).name} has no {training.precision} support"
-            )
-    if training.seq_length % plan.cp:
-        reasons.append(f"cp={plan.cp} does not divide seq_length={training.seq_length}")
-    if model.moe is None and plan.ep > 1:
-        reasons.append(f"ep={plan.ep} > 1 but the model has no MoE layers")
-    if model.moe is not None and model.moe.num_experts % plan.ep:
-        reasons.append(f"ep={plan.ep} does not divide num_experts={model.moe.num_experts}")
+    reasons += _stage_rule_reasons(model, training, plan, flat, ctx)
+    launchable = _launchable(plan, flat)
+    if training.framework != "any" and training.framework not in launchable:
+        reasons.append(
+            f"{training.framework} cannot launch this plan: "
+            + "; ".join(_framework_gaps(training.framework, plan, flat))
+        )
     gbs, mbs = training.global_batch_size, plan.micro_batch_size
 
     # ---- batch split ------------------------------------------------------------------------
@@ -262,10 +368,15 @@ def estimate_heterogeneous(
         else resolve_gpu(p.group.gpu).price_per_gpu_hour
         for p in flat
     ]
+    # Every GPU of a group the plan runs on is held, the idle ones included.
+    used_groups = {p.group.name: (p.group, price) for p, price in zip(flat, prices, strict=True)}
     usd_per_hour = (
-        sum(price * p.tp * p.dp * plan.cp for price, p in zip(prices, flat, strict=True))
+        sum(group.num_gpus * price for group, price in used_groups.values())
         if all(price is not None for price in prices)
         else None
+    )
+    idle_gpus = sum(group.num_gpus for group, _ in used_groups.values()) - sum(
+        p.tp * p.dp * plan.cp for p in flat
     )
     slow_index = critical * pp + int(np.argmax(per_mb[critical]))
     breakdown = time_breakdown(
@@ -300,6 +411,24 @@ def estimate_heterogeneous(
             )
         )
     worst_stage = max(per_stage, key=lambda s: s.peak_memory_gib / s.capacity_gib)
+    total, active = parameter_counts(model)
+    dp_comm_flat = costs.dp_comm_s.reshape(-1)
+    placed = [
+        PlacedStage(
+            pipeline=p.pipeline,
+            stage=p.stage,
+            group=p.group,
+            tp=p.tp,
+            dp=p.dp,
+            num_layers=(plan.stages or [])[p.stage].num_layers,
+            pp_comm_s=float(costs.pp_comm_s[i]),
+            dp_comm_s=float(dp_comm_flat[i]) if dp_comm_flat.size == len(flat) else 0.0,
+        )
+        for i, p in enumerate(flat)
+    ]
+    notes, warnings = heterogeneous_sentences(
+        model, cluster, plan, training.precision, placed, microbatches
+    )
     return Estimate(
         feasible=not reasons,
         reasons=list(dict.fromkeys(reasons)),
@@ -321,6 +450,13 @@ def estimate_heterogeneous(
         time_to_train_s=(
             training.train_tokens / tokens_per_s if training.train_tokens is not None else None
         ),
+        total_params=total,
+        active_params=active,
+        warnings=warnings,
+        notes=notes,
+        framework=training.framework,
+        launchable_by=launchable,
+        idle_gpus=max(idle_gpus, 0),
     )
 
 

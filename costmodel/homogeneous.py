@@ -16,9 +16,11 @@ from costmodel import comm, pipeline
 from costmodel.context import ModelContext
 from costmodel.feasibility import Violation, flag
 from costmodel.flops import layer_counts
+from costmodel.frameworks import broken_limits
 from costmodel.hardware import peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import group_hardware, mfu_peak_tflops
 from costmodel.pipeline_split import head_layers, resolve_splits
+from costmodel.rules import Facts, violations
 from costmodel.specs import ModelSpec, NodeGroup, Plan
 from costmodel.stage import RECOMPUTE_CODES, StageCosts, StageInputs, stage_costs
 
@@ -116,32 +118,23 @@ def structural_violations(
     p: dict[str, np.ndarray],
     split: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> np.ndarray:
-    shape = ctx.shape
-    gbs = ctx.global_batch_size
-    gpus = p["dp"] * p["tp"] * p["pp"] * p["cp"]
-    v = flag(gpus > group.num_gpus, Violation.GPU_COUNT)
-    v |= flag(shape.heads % p["tp"] != 0, Violation.HEADS_TP)
-    v |= flag(shape.kv_heads % p["tp"] != 0, Violation.KV_HEADS_TP)
-    ffn_bad = shape.ffn % p["tp"] != 0
-    if shape.num_experts:
-        etp = np.where(p["etp"] > 0, p["etp"], p["tp"])
-        ffn_bad |= shape.expert_ffn % etp != 0
-        v |= flag(shape.num_experts % p["ep"] != 0, Violation.EXPERTS_EP)
-        # MoE parallel folding: the expert ranks (ep x etp) tile the tp x cp x dp ranks.
-        v |= flag((p["tp"] * p["cp"] * p["dp"]) % (p["ep"] * etp) != 0, Violation.EP_DP)
-    else:
-        v |= flag(p["ep"] > 1, Violation.EP_DENSE)  # etp means nothing without experts
-    v |= flag(ffn_bad, Violation.FFN_TP)
-    v |= flag(split[0] < 0, Violation.LAYERS_PP)
-    dp_mbs = p["dp"] * p["micro_batch_size"]
-    v |= flag(gbs % dp_mbs != 0, Violation.BATCH)
-    microbatches = gbs // dp_mbs
-    v |= flag((p["vpp"] > 1) & (microbatches % p["pp"] != 0), Violation.INTERLEAVE_MICROBATCHES)
-    v |= flag(ctx.seq_length % p["cp"] != 0, Violation.SEQ_CP)
-    v |= flag((p["sequence_parallel"] > 0) & (p["tp"] == 1), Violation.SP_TP)
-    if peak_tflops(resolve_gpu(group.gpu), ctx.precision) <= 0:
-        v |= int(Violation.PRECISION)
-    return v
+    """The rule table (``costmodel.rules``) and the framework's limits applied to these plans."""
+    structural = violations(p, rule_facts(model, ctx, group, split[0]))
+    return structural | flag(broken_limits(ctx.framework, p), Violation.FRAMEWORK)
+
+
+def rule_facts(
+    model: ModelSpec, ctx: ModelContext, group: NodeGroup, first_stage_layers: np.ndarray | None
+) -> Facts:
+    return Facts(
+        shape=ctx.shape,
+        num_layers=model.num_layers,
+        global_batch_size=ctx.global_batch_size,
+        seq_length=ctx.seq_length,
+        group_gpus=group.num_gpus,
+        has_precision=peak_tflops(resolve_gpu(group.gpu), ctx.precision) > 0,
+        first_stage_layers=first_stage_layers,
+    )
 
 
 def plan_arrays(plan: Plan) -> dict[str, np.ndarray]:
@@ -306,7 +299,12 @@ def evaluate_homogeneous(
     price = (
         group.price_per_gpu_hour if group.price_per_gpu_hour is not None else gpu.price_per_gpu_hour
     )
-    usd_per_hour = num_gpus * price if price is not None else np.full(n, np.nan)
+    # The group's idle GPUs are held (and paid for) too: a plan that leaves GPUs idle is not
+    # cheaper per hour than one that uses them.
+    idle_gpus = np.maximum(group.num_gpus - num_gpus, 0)
+    usd_per_hour = (
+        np.full(n, float(group.num_gpus * price)) if price is not None else np.full(n, np.nan)
+    )
     arrays = {
         "feasible": violations == 0,
         "violations": violations,
@@ -326,6 +324,7 @@ def evaluate_homogeneous(
         "mfu": tokens_per_s * ctx.model_flops_per_token / (num_gpus * mfu_peak),
         "hfu": mean_hw_flops * microbatches / step / mfu_peak,
         "usd_per_hour": usd_per_hour,
+        "idle_gpus": idle_gpus,
         "usd_per_million_tokens": usd_per_hour / 3600.0 / tokens_per_s * 1e6,
     }
     arrays["first_stage_layers"] = split[0]

@@ -5,13 +5,14 @@
 """
 
 from search.request import OBJECTIVES, SAMPLERS, Range, SearchRequest, format_request_error
-from search.result import RankedPlan, SearchResult, plan_hash
+from search.result import EquivalentPlan, RankedPlan, SearchResult, plan_hash
 from search.runner import run_search
 from search.space import SpaceError
 
 __all__ = [
     "OBJECTIVES",
     "SAMPLERS",
+    "EquivalentPlan",
     "Range",
     "RankedPlan",
     "SearchRequest",

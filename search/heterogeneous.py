@@ -211,6 +211,10 @@ class HeterogeneousTrials:
             tps.append(fitting[-1])
             counts.append(count)
             room -= count
+        if self.request.training.framework != "any":
+            # Megatron, DeepSpeed and torchtitan run one TP size on every stage: the narrowest
+            # the groups chose fits every group's budget.
+            tps = [min(tps)] * len(tps)
         pp = sum(counts)
         mbs = self._pick(
             raw,

@@ -17,6 +17,11 @@ from costmodel.specs import Estimate, Plan
 
 Direction = Literal["maximize", "minimize"]
 
+# Share of each GPU's memory a plan may use unless a search says otherwise: the memory estimate
+# is within about 15% of measured peaks, and PyTorch's caching allocator fragments (see the
+# README's "What peak_memory_gib reports"), so a plan estimated at 95% of HBM may not fit.
+DEFAULT_MAX_MEMORY_FRACTION = 0.9
+
 
 @dataclass(frozen=True)
 class Metric:

@@ -32,7 +32,7 @@ from costmodel.flops import total_params
 from costmodel.hardware import peak_tflops, resolve_gpu
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
-from search.objectives import memory_ratio_of_arrays
+from search.objectives import DEFAULT_MAX_MEMORY_FRACTION, memory_ratio_of_arrays
 from search.space import GroupSpace, check_space
 
 Objective = Literal["throughput", "cost", "time_to_train", "pareto"]
@@ -182,10 +182,11 @@ class SearchRequest(BaseModel):
         ),
     )
     max_memory_fraction: float = Field(
-        default=1.0,
+        default=DEFAULT_MAX_MEMORY_FRACTION,
         gt=0,
         le=1,
-        description="A plan may use at most this fraction of each GPU's memory (headroom).",
+        description="A plan may use at most this fraction of each GPU's memory: headroom for "
+        "the memory estimate's error (about 10-15%) and the allocator; 1.0 allows a full GPU.",
     )
     global_batch_sizes: list[int] | None = Field(
         default=None,

@@ -22,6 +22,20 @@ def plan_hash(plan: Plan, global_batch_size: int) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+class EquivalentPlan(BaseModel):
+    """A near-tie of a ranked plan: the same layout with other knobs, or the same data ranks
+    split otherwise between dp and cp at the same tokens per GPU (``search.ranking``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: Plan
+    global_batch_size: int
+    objective_values: list[float] = Field(description="One value per objective, study order.")
+    plan_hash: str
+    trial_number: int | None = None
+    differs: list[str] = Field(description="Plan fields in which it differs from the entry.")
+
+
 class RankedPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -32,12 +46,23 @@ class RankedPlan(BaseModel):
     objective_values: list[float] = Field(description="One value per objective, study order.")
     plan_hash: str
     trial_number: int | None = Field(default=None, description="Optuna trial that found it.")
+    equivalents: list[EquivalentPlan] = Field(
+        default_factory=list,
+        description=(
+            "Plans within near_tie_tolerance of this one on every objective that differ only in "
+            "knobs that leave the layout alone (micro-batch, ZeRO stage, offload, sequence "
+            "parallelism, recompute; or dp vs cp at the same tokens per GPU), closest first."
+        ),
+    )
 
 
 class SearchResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    plans: list[RankedPlan] = Field(description="Best first (pareto: spread along the front).")
+    plans: list[RankedPlan] = Field(
+        description="One entry per distinct layout, best first (pareto: spread along the front); "
+        "its near-ties are its equivalents."
+    )
     evaluated: int = Field(
         description=(
             "Plans priced by the cost model in this run (exhaustive: the whole valid space; "
@@ -67,6 +92,11 @@ class SearchResult(BaseModel):
         description="Best plan's objective over single_type_best's, minus 1 (0.1 = 10% better).",
     )
     notes: list[str] = Field(default_factory=list)
+    near_tie_tolerance: float = Field(
+        default=0.005,
+        description="Relative difference on every objective within which plans of one layout "
+        "are listed as one entry's equivalents.",
+    )
 
     @property
     def best(self) -> RankedPlan | None:

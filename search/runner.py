@@ -14,11 +14,11 @@ plans explained by the scalar cost model:
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
 from optuna.storages import BaseStorage
 
 from costmodel import estimate
 from costmodel.hardware import resolve_gpu
+from costmodel.specs import Plan
 from search.exhaustive import enumerate_plans
 from search.heterogeneous import HeterogeneousTrials
 from search.homogeneous_trials import HomogeneousTrials
@@ -26,12 +26,20 @@ from search.objectives import (
     OBJECTIVE_METRICS,
     Evaluation,
     Metric,
-    pareto_mask,
-    spread_along_front,
+    memory_ratio_of_estimate,
+    metrics_of_estimate,
 )
 from search.optuna_study import StudyOutcome, TrialSpace, run_study
+from search.ranking import (
+    NEAR_TIE_TOLERANCE,
+    Entry,
+    canonical_plan,
+    differing_fields,
+    ordered,
+    top_entries,
+)
 from search.request import SearchRequest
-from search.result import RankedPlan, SearchResult, plan_hash
+from search.result import EquivalentPlan, RankedPlan, SearchResult, plan_hash
 from search.space import SpaceError, homogeneous_spaces
 
 # auto enumerates spaces up to this many plans (~1M plans/s on one core, so a few seconds).
@@ -131,7 +139,7 @@ class _Run:
         sampler = self._optuna_sampler()
         space = HomogeneousTrials(request, spaces)
         outcome = self._study(space, sampler)
-        found = _distinct(outcome.evaluations)
+        found = self._distinct(outcome.evaluations)
         return self._result(
             found,
             sampler=sampler,
@@ -168,8 +176,9 @@ class _Run:
         space.seed_spanning()
         sampler = self._optuna_sampler()
         outcome = self._study(space, sampler)
-        # Baselines first: on a tie, the plain homogeneous form of a one-group plan wins.
-        found = _distinct([*baselines, *outcome.evaluations])
+        # Baselines first: a heterogeneous plan that is a baseline written as stages (one group,
+        # one tp, even split) is that baseline.
+        found = self._distinct([*baselines, *outcome.evaluations])
         result = self._result(
             found,
             sampler=sampler,
@@ -222,7 +231,7 @@ class _Run:
                 found.extend((None, e) for _, e in outcome.evaluations)
                 evaluated += trials.priced
                 feasible += trials.fitting
-        ranked = _ordered(found, self.metrics)
+        ranked = ordered(found, self.metrics)
         return ranked, evaluated, feasible, notes
 
     def _single_type_gain(self, result: SearchResult, found: list[Found]) -> None:
@@ -233,10 +242,10 @@ class _Run:
             for number, e in found
             if e.feasible and len(_gpu_types(self.request, e)) == 1
         ]
-        ordered = _ordered(single, self.metrics)
-        if not ordered:
+        best_single = ordered(single, self.metrics)
+        if not best_single:
             return
-        result.single_type_best = self._ranked(1, ordered[0])
+        result.single_type_best = self._ranked(1, Entry(best_single[0]))
         best = result.plans[0].objective_values[0]
         baseline = result.single_type_best.objective_values[0]
         ratio = best / baseline if self.metrics[0].direction == "maximize" else baseline / best
@@ -256,18 +265,17 @@ class _Run:
         study_name: str | None = None,
     ) -> SearchResult:
         feasible_found = [(n, e) for n, e in found if e.feasible]
+        chosen, on_front = top_entries(feasible_found, self.metrics, self.request.top_k)
         front: list[RankedPlan] | None = None
-        if len(self.metrics) == 2:
-            scores = np.asarray([e.scores(self.metrics) for _, e in feasible_found]).reshape(-1, 2)
-            on_front = [feasible_found[i] for i in np.flatnonzero(pareto_mask(scores))]
-            on_front = _ordered(on_front, self.metrics)
-            front = [self._ranked(i + 1, item) for i, item in enumerate(on_front)]
-            front_scores = np.asarray([e.scores(self.metrics) for _, e in on_front]).reshape(-1, 2)
-            picks = sorted(spread_along_front(front_scores, self.request.top_k).tolist())
-            plans = [front[i].model_copy(update={"rank": r + 1}) for r, i in enumerate(picks)]
+        if on_front is not None:
+            front = [self._ranked(i + 1, entry) for i, entry in enumerate(on_front)]
+            by_entry = {id(entry): ranked for entry, ranked in zip(on_front, front, strict=True)}
+            plans = [
+                by_entry[id(entry)].model_copy(update={"rank": r + 1})
+                for r, entry in enumerate(chosen)
+            ]
         else:
-            top = _ordered(feasible_found, self.metrics)[: self.request.top_k]
-            plans = [self._ranked(i + 1, item) for i, item in enumerate(top)]
+            plans = [self._ranked(i + 1, entry) for i, entry in enumerate(chosen)]
         notes = []
         if not plans:
             notes.append(
@@ -294,10 +302,52 @@ class _Run:
             trials=trials,
             study_name=study_name,
             notes=notes,
+            near_tie_tolerance=NEAR_TIE_TOLERANCE,
         )
 
-    def _ranked(self, rank: int, item: Found) -> RankedPlan:
-        number, evaluation = item
+    def _distinct(self, found: Sequence[Found]) -> list[Found]:
+        """One entry per canonical plan (the first that found it; ``search.ranking``). A plan
+        that canonicalizes to another form (stages on one group with the even split: the
+        homogeneous plan) is priced again in that form, unless it was found in it already."""
+        label = len(self.request.cluster.groups) > 1
+        seen: dict[str, Found] = {}
+        rewritten: dict[str, Plan] = {}
+        for number, evaluation in found:
+            plan = canonical_plan(
+                evaluation.plan,
+                self.request.model,
+                seq_length=self.request.training.seq_length,
+                label_group=label,
+            )
+            key = plan_hash(plan, evaluation.global_batch_size)
+            if key in seen:
+                continue
+            seen[key] = (number, evaluation)
+            if plan != evaluation.plan:
+                rewritten[key] = plan
+        for key, plan in rewritten.items():
+            number, evaluation = seen[key]
+            seen[key] = (number, self._priced_as(plan, evaluation.global_batch_size))
+        return list(seen.values())
+
+    def _priced_as(self, plan: Plan, global_batch_size: int) -> Evaluation:
+        """``plan`` (a canonical form) priced by the scalar cost model."""
+        explained = estimate(
+            self.request.model,
+            self.request.training_for(global_batch_size),
+            self.request.cluster,
+            plan,
+            params=self.request.params,
+        )
+        return Evaluation(
+            plan=plan,
+            global_batch_size=global_batch_size,
+            metrics=metrics_of_estimate(explained),
+            memory_ratio=memory_ratio_of_estimate(explained, self.request.max_memory_fraction),
+        )
+
+    def _ranked(self, rank: int, entry: Entry) -> RankedPlan:
+        number, evaluation = entry.best
         training = self.request.training_for(evaluation.global_batch_size)
         explained = estimate(
             self.request.model,
@@ -314,27 +364,23 @@ class _Run:
             objective_values=list(evaluation.values(self.metrics)),
             plan_hash=plan_hash(evaluation.plan, evaluation.global_batch_size),
             trial_number=number,
+            equivalents=[
+                EquivalentPlan(
+                    plan=other.plan,
+                    global_batch_size=other.global_batch_size,
+                    objective_values=list(other.values(self.metrics)),
+                    plan_hash=plan_hash(other.plan, other.global_batch_size),
+                    trial_number=other_number,
+                    differs=differing_fields(other.plan, evaluation.plan),
+                )
+                for other_number, other in entry.equivalents
+            ],
         )
-
-
-def _distinct(found: Sequence[Found]) -> list[Found]:
-    """One entry per plan (the first trial that found it)."""
-    seen: dict[str, Found] = {}
-    for number, evaluation in found:
-        key = plan_hash(evaluation.plan, evaluation.global_batch_size)
-        if key not in seen:
-            seen[key] = (number, evaluation)
-    return list(seen.values())
-
-
-def _ordered(found: Sequence[Found], metrics: Sequence[Metric]) -> list[Found]:
-    """Best first by the objective scores (ties: earlier trial first, enumeration order)."""
-    return sorted(found, key=lambda item: tuple(-s for s in item[1].scores(metrics)))
 
 
 def _best_per_group(found: Sequence[Found], metrics: Sequence[Metric]) -> list[Evaluation]:
     best: dict[str, Evaluation] = {}
-    for _, evaluation in _ordered(found, metrics):
+    for _, evaluation in ordered(found, metrics):
         if evaluation.feasible:
             best.setdefault(evaluation.plan.group or "", evaluation)
     return list(best.values())

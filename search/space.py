@@ -82,6 +82,16 @@ def virtual_stage_degrees(num_layers: int) -> list[int]:
     return sorted(v for v in degrees if v <= num_layers)
 
 
+# Which ZeRO stages each framework runs (``costmodel.frameworks``; the search space lists only
+# those, and the estimate flags any other combination the framework cannot launch).
+FRAMEWORK_ZERO_STAGES = {
+    "any": [0, 1, 2, 3],
+    "megatron": [0, 1],
+    "deepspeed": [0, 1, 2, 3],
+    "torchtitan": [0, 3],
+}
+
+
 # Per-dimension domains -----------------------------------------------------------------------
 def _restrict(dim: str, candidates: list[Any], filters: dict[str, "DimFilter"], why: str) -> list:
     kept = filters[dim].keep(candidates) if dim in filters else candidates
@@ -114,17 +124,32 @@ def dimension_domains(
         ),
         "vpp": _restrict(
             "vpp",
-            virtual_stage_degrees(model.num_layers),
+            [1] if training.framework == "deepspeed" else virtual_stage_degrees(model.num_layers),
             filters,
             "vpp chunks split the layers (or the layers plus the embedding and loss slots)",
         ),
-        "cp": _restrict("cp", divisors(training.seq_length), filters, "cp divides seq_length"),
+        "cp": _restrict(
+            "cp",
+            [1] if training.framework == "deepspeed" else divisors(training.seq_length),
+            filters,
+            "cp divides seq_length (deepspeed: no context parallelism)",
+        ),
         "dp": _restrict("dp", divisors(gbs), filters, f"dp divides {batch_field}={gbs}"),
         "micro_batch_size": _restrict(
             "micro_batch_size", divisors(gbs), filters, f"dp*micro_batch_size divides {batch_field}"
         ),
-        "zero_stage": _restrict("zero_stage", [0, 1, 2, 3], filters, "ZeRO stages"),
-        "offload_optimizer": _restrict("offload_optimizer", [False, True], filters, "booleans"),
+        "zero_stage": _restrict(
+            "zero_stage",
+            FRAMEWORK_ZERO_STAGES[training.framework],
+            filters,
+            f"ZeRO stages {training.framework} runs",
+        ),
+        "offload_optimizer": _restrict(
+            "offload_optimizer",
+            [False] if training.framework == "torchtitan" else [False, True],
+            filters,
+            f"offload settings {training.framework} runs",
+        ),
         "recompute": _restrict("recompute", list(RECOMPUTE_NAMES), filters, "modes"),
     }
     if model.moe is None:
@@ -223,13 +248,13 @@ def structural_rows(
         "pp; no allowed layout has one",
     )
     table = _cross(table, "ep", domains["ep"])
-    table = _expert_tensor_parallel(model, table, filters)
+    table = _expert_tensor_parallel(model, table, filters, training.framework)
     order = np.lexsort([table[dim] for dim in reversed(STRUCT_DIMS)])
     return {dim: table[dim][order] for dim in STRUCT_DIMS}
 
 
 def _expert_tensor_parallel(
-    model: ModelSpec, table: Table, filters: dict[str, "DimFilter"]
+    model: ModelSpec, table: Table, filters: dict[str, "DimFilter"], framework: str = "any"
 ) -> Table:
     """etp per row: the attention's tp (Megatron's default) or 1 (experts whole on each rank,
     what Megatron-Core recommends for fine-grained MoE), with the expert ranks ep x etp tiling
@@ -237,7 +262,7 @@ def _expert_tensor_parallel(
     if model.moe is None:
         table = {**table, "etp": table["tp"].copy()}
     else:
-        both = _cross(table, "etp_one", [0, 1])
+        both = _cross(table, "etp_one", [0] if framework == "deepspeed" else [0, 1])
         etp = np.where(both["etp_one"] == 1, 1, both["tp"])
         keep = (both["etp_one"] == 0) | (both["tp"] > 1)  # etp = tp = 1 listed once
         keep &= (both["tp"] * both["cp"] * both["dp"]) % (both["ep"] * etp) == 0

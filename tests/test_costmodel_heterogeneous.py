@@ -105,7 +105,9 @@ def test_replica_stages_split_the_batch_by_speed():
     assert by_speed.feasible and even.feasible
     assert by_speed.step_time_s < even.step_time_s
     assert by_speed.num_gpus == 32
-    assert by_speed.usd_per_hour == pytest.approx(16 * 3.0 + 16 * 1.5)
+    # Both groups are held whole (16 nodes x 8 GPUs each): their idle GPUs are charged too.
+    assert by_speed.usd_per_hour == pytest.approx(128 * 3.0 + 128 * 1.5)
+    assert by_speed.idle_gpus == 256 - 32
 
 
 def test_heterogeneous_rules_are_reported():

@@ -87,3 +87,16 @@ def test_fsdp_collectives_are_issued_per_layer():
     per_collective_s = 16 * (1000.0 - 1.0) * 1e-6
     floor = PARAMS.overlap_interference * 3 * 32 * per_collective_s
     assert extra_s > microbatches * floor
+
+
+def test_idle_gpus_are_charged():
+    """A plan on half the group is not cheaper per hour than one on all of it: the group is
+    held whole, and the estimate says how many GPUs sit idle."""
+    cluster = H100_16N.model_copy(
+        update={"groups": [H100_16N.groups[0].model_copy(update={"price_per_gpu_hour": 2.0})]}
+    )
+    half = estimate(LLAMA8, TRAINING, cluster, {"dp": 64, "tp": 1, "pp": 1, "micro_batch_size": 1})
+    full = estimate(LLAMA8, TRAINING, cluster, {"dp": 128, "tp": 1, "pp": 1, "micro_batch_size": 1})
+    assert half.usd_per_hour == full.usd_per_hour == 128 * 2.0
+    assert (half.idle_gpus, full.idle_gpus) == (64, 0)
+    assert half.usd_per_million_tokens > full.usd_per_million_tokens

@@ -78,15 +78,34 @@ def _key_value_table(title: str) -> Table:
 
 def _verdict(result: Estimate) -> Text:
     if result.feasible:
-        return Text("feasible: yes", style="bold green")
-    verdict = Text("feasible: NO", style="bold red")
+        verdict = Text("feasible: yes", style="bold green")
+        if result.warnings:
+            verdict.append(" (with warnings)", style="bold yellow")
+    else:
+        verdict = Text("feasible: NO", style="bold red")
     for reason in result.reasons:
         verdict.append(f"\n  - {reason}", style="red")
+    for warning in result.warnings:
+        verdict.append(f"\n  warning: {warning}", style="yellow")
     return verdict
+
+
+def _notes(result: Estimate) -> Text:
+    """The layout in words (heterogeneous plans): who runs which stages, unused groups."""
+    text = Text("Layout", style="bold")
+    for note in result.notes:
+        text.append(f"\n  - {note}")
+    return text
+
+
+def _params(count: int | None) -> str:
+    return "—" if count is None else f"{count / 1e9:,.2f} B"
 
 
 def _throughput(result: Estimate) -> Table:
     table = _key_value_table("Throughput")
+    table.add_row("parameters", f"{_params(result.total_params)} total")
+    table.add_row("active per token", _params(result.active_params))
     table.add_row("GPUs", f"{result.num_gpus:,}")
     table.add_row("step time", _duration(result.step_time_s))
     table.add_row("tokens/s", _number(result.tokens_per_s, ",.0f"))
@@ -167,6 +186,8 @@ def render_estimate(result: Estimate, *, title: str = "Estimate") -> Group:
         _memory(result),
         _time_breakdown(result),
     ]
+    if result.notes:
+        parts.append(_notes(result))
     if 1 < len(result.per_stage) <= _MAX_STAGE_ROWS:
         parts.append(_stages(result))
     parts.append(_cost(result))

@@ -25,12 +25,14 @@ from costmodel.specs import Plan
 from search import (
     OBJECTIVES,
     SAMPLERS,
+    EquivalentPlan,
     RankedPlan,
     SearchRequest,
     SearchResult,
     format_request_error,
     run_search,
 )
+from search.objectives import DEFAULT_MAX_MEMORY_FRACTION
 
 _SPEC_HELP = "Preset name (see `autopar presets`) or a JSON/YAML file."
 _CONSTRAINT_HELP = (
@@ -59,8 +61,12 @@ def search_command(
         list[str] | None, typer.Option("--constraint", "-C", help=_CONSTRAINT_HELP)
     ] = None,
     max_memory_fraction: Annotated[
-        float, typer.Option(help="Use at most this fraction of each GPU's memory (e.g. 0.9).")
-    ] = 1.0,
+        float,
+        typer.Option(
+            help="Use at most this fraction of each GPU's memory: headroom for the memory "
+            "estimate's error (about ±15%) and the allocator's fragmentation; 1 uses it all."
+        ),
+    ] = DEFAULT_MAX_MEMORY_FRACTION,
     global_batch: Annotated[
         list[int] | None,
         typer.Option(help="Global batch size(s) to search over; default: the training's."),
@@ -229,6 +235,47 @@ def _options(plan: Plan) -> str:
     return " ".join(parts)
 
 
+_SHORT = {"micro_batch_size": "mbs", "zero_stage": "zero", "recompute": ""}
+
+
+def _difference(equivalent: EquivalentPlan) -> str:
+    """What sets an equivalent apart from its entry: 'dp16 cp2 mbs2', 'zero2', 'offload'."""
+    plan = equivalent.plan
+    parts = []
+    for name in equivalent.differs:
+        value = getattr(plan, name)
+        if name == "offload_optimizer":
+            parts.append("offload" if value else "no-offload")
+        elif name == "sequence_parallel":
+            parts.append("sp" if plan.sp else "no-sp")
+        elif isinstance(value, int | str) and not isinstance(value, bool):
+            parts.append(f"{_SHORT.get(name, name)}{value}")
+    return " ".join(parts) or "same plan"
+
+
+def _layout_cell(ranked: RankedPlan) -> Text:
+    """The layout, and "+N equivalent" under it when near-ties fold into the row."""
+    cell = Text(layout(ranked.plan))  # group names are user input: never rich markup
+    if ranked.equivalents:
+        cell.append(f"\n+{len(ranked.equivalents)} equivalent", style="dim")
+    return cell
+
+
+def plan_equivalents(plans: list[RankedPlan], objective_names: list[str]) -> list[Text]:
+    """One line per entry with near-ties: what each differs in, and its objective value."""
+    lines = []
+    name = objective_names[0].replace("_", " ") if objective_names else "objective"
+    for ranked in plans:
+        if not ranked.equivalents:
+            continue
+        parts = [
+            f"{_difference(equivalent)} ({_number(equivalent.objective_values[0], ',.6g')})"
+            for equivalent in ranked.equivalents
+        ]
+        lines.append(Text(f"#{ranked.rank} ≈ " + "; ".join(parts) + f"  [{name}]", style="dim"))
+    return lines
+
+
 def plans_table(plans: list[RankedPlan], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("#", "GPUs", "layout", "options", "tokens/s", "MFU", "peak GiB", "$/M tok"):
@@ -239,9 +286,9 @@ def plans_table(plans: list[RankedPlan], title: str) -> Table:
         # sit on the largest memory.
         fullest = max(estimate.per_stage, key=lambda s: s.peak_memory_gib / s.capacity_gib)
         table.add_row(
-            str(ranked.rank),
+            str(ranked.rank) + ("!" if estimate.warnings else ""),
             f"{estimate.num_gpus:,}",
-            Text(layout(ranked.plan)),  # group names are user input: never rich markup
+            _layout_cell(ranked),
             _options(ranked.plan),
             _number(estimate.tokens_per_s, ",.0f"),
             _number(estimate.mfu * 100, ".1f") + " %",
@@ -249,6 +296,15 @@ def plans_table(plans: list[RankedPlan], title: str) -> Table:
             _number(estimate.usd_per_million_tokens, ",.3f"),
         )
     return table
+
+
+def plan_warnings(plans: list[RankedPlan]) -> list[Text]:
+    """One line per warning of the ranked plans ('!' in the table)."""
+    return [
+        Text(f"#{ranked.rank}: {warning}", style="yellow")
+        for ranked in plans
+        for warning in ranked.estimate.warnings
+    ]
 
 
 def summary(result: SearchResult) -> str:
@@ -273,7 +329,12 @@ def render_result(result: SearchResult, *, title: str) -> Any:
     parts: list[Any] = [Text(title, style="bold underline"), Text(summary(result))]
     if result.plans:
         heading = "Pareto front (fastest to cheapest)" if result.pareto_front else "Best plans"
+        heading += (
+            f" (one row per layout; near-ties within {result.near_tie_tolerance:.1%} fold into it)"
+        )
         parts.append(plans_table(result.plans, heading))
+        parts.extend(plan_equivalents(result.plans, result.objective_names))
+        parts.extend(plan_warnings(result.plans))
     if result.single_type_best is not None and result.gain_over_single_type is not None:
         parts.append(plans_table([result.single_type_best], "Best plan on a single GPU type"))
         parts.append(

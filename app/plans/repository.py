@@ -60,6 +60,7 @@ def _fill(row: PlanRow, found: RankedPlan, rank: int | None) -> None:
     row.plan_hash = found.plan_hash
     row.estimate = estimate.model_dump(mode="json")
     row.objective_values = list(found.objective_values)
+    row.equivalents = [equivalent.model_dump(mode="json") for equivalent in found.equivalents]
     row.feasible = estimate.feasible
     row.trial_number = found.trial_number
     row.step_time_s = estimate.step_time_s

@@ -8,6 +8,7 @@ from pydantic.fields import FieldInfo
 from app.common.pagination import PageMeta
 from app.common.references import Reference, SpecReferences
 from app.plans.schemas import PlanRecord
+from search.objectives import DEFAULT_MAX_MEMORY_FRACTION
 from search.request import Constraint, Objective, Sampler, SearchRequest
 
 SearchStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -35,7 +36,13 @@ class SearchCreate(SpecReferences):
     seed: int | None = _as_in_search_request("seed")
     top_k: int = _as_in_search_request("top_k")
     constraints: dict[str, Constraint] = _as_in_search_request("constraints")
-    max_memory_fraction: float = _as_in_search_request("max_memory_fraction")
+    max_memory_fraction: float = Field(
+        default=DEFAULT_MAX_MEMORY_FRACTION,
+        gt=0,
+        le=1,
+        description="A plan may use at most this fraction of each GPU's memory: headroom for "
+        "the memory estimate's error (about 15%) and allocator fragmentation; 1 uses it all.",
+    )
     global_batch_sizes: list[int] | None = _as_in_search_request("global_batch_sizes")
     groups: list[str] | None = _as_in_search_request("groups")
     warm_start: bool = _as_in_search_request("warm_start")

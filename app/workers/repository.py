@@ -127,8 +127,11 @@ def renew_lease(
     best_value: float | None,
     progress: dict[str, Any],
     now: datetime | None = None,
+    commit: bool = True,
 ) -> LeaseState:
-    """The heartbeat: extend the lease, record progress, and read the cancel flag. Commits."""
+    """The heartbeat: extend the lease, record progress, and read the cancel flag. Commits
+    unless ``commit`` is False (the caller then writes the study's trials in the same
+    transaction, so only the lease's owner ever writes them, and commits)."""
     now = now or utcnow()
     begin_write(session)
     cancel = session.scalars(
@@ -144,13 +147,15 @@ def renew_lease(
         .returning(SearchRow.cancel_requested)
         .execution_options(synchronize_session=False)
     ).first()
-    session.commit()
+    if commit:
+        session.commit()
     return LeaseState(owned=cancel is not None, cancel_requested=bool(cancel))
 
 
-def release(session: Session, *, search_id: str, worker_id: str) -> bool:
+def release(session: Session, *, search_id: str, worker_id: str, commit: bool = True) -> bool:
     """Give the search back to the queue (a worker shutting down): the next worker resumes its
-    study at once instead of waiting for the lease to expire. Commits."""
+    study at once instead of waiting for the lease to expire. Commits unless ``commit`` is
+    False (the caller writes the study's last trials first, then commits)."""
     begin_write(session)
     result = session.execute(
         update(SearchRow)
@@ -164,7 +169,8 @@ def release(session: Session, *, search_id: str, worker_id: str) -> bool:
         )
         .execution_options(synchronize_session=False)
     )
-    session.commit()
+    if commit:
+        session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]
 
 

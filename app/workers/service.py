@@ -23,6 +23,7 @@ from app.workers.lease import LeaseKeeper
 from app.workers.progress import ProgressTracker
 from search import SearchRequest, SearchResult, run_search
 from search.runner import DEFAULT_TRIALS
+from search.study_storage import BufferedStorage, TrialBatch
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,28 @@ class SearchWorker:
             best_value=row.best_value,
             timeout_s=request.timeout_s,
         )
+        try:
+            # The study runs in memory; its trials reach the database study with every
+            # heartbeat and when the search ends (see search.study_storage for the trade-off).
+            study = BufferedStorage(self.storage_url) if self.storage_url else None
+        except Exception as exc:
+            if _database_outage(exc):
+                self._release(row)
+                return
+            raise
+        try:
+            self._run_with(row, request, tracker, study)
+        finally:
+            if study is not None:
+                study.close()
+
+    def _run_with(
+        self,
+        row: SearchRow,
+        request: SearchRequest,
+        tracker: ProgressTracker,
+        study: BufferedStorage | None,
+    ) -> None:
         keeper = LeaseKeeper(
             session_factory=self.session_factory,
             search_id=row.id,
@@ -149,30 +172,34 @@ class SearchWorker:
             lease_s=self.options.lease_s,
             interval_s=self.options.heartbeat_interval_s,
             tracker=tracker,
+            study=study,
         )
         try:
             with keeper:
                 result = run_search(
                     request,
-                    storage=self.storage_url,
+                    storage=study,
                     study_name=row.optuna_study_name,
                     progress=tracker,
                     should_stop=lambda: self._stopping.is_set() or keeper.should_stop(),
                 )
         except Exception as exc:
+            if keeper.lost.is_set():
+                return  # the new owner runs the study on
             if _database_outage(exc):
                 # The database (and with it the study's storage) went away: not the search's
-                # fault. Its finished trials are safe in the study; the next claim resumes it.
+                # fault. Its trials written so far are safe in the study; the next claim
+                # resumes it.
                 logger.warning("search %s: database error, back to the queue: %s", row.id, exc)
-                self._release(row)
+                self._release(row, study)
                 return
             logger.exception("search %s failed", row.id)
-            self._fail(row, f"{type(exc).__name__}: {exc}")
+            self._fail(row, f"{type(exc).__name__}: {exc}", study)
             return
         if keeper.lost.is_set():
             return  # the new owner finishes the study and writes the ranking
         if result.status == "stopped" and not keeper.cancel_requested.is_set():
-            self._release(row)  # shutting down: resumable at once by the next worker
+            self._release(row, study)  # shutting down: resumable at once by the next worker
             return
         cancelled = result.status == "stopped"
         self._finish(
@@ -180,10 +207,17 @@ class SearchWorker:
             result,
             budget=tracker.snapshot().trials_budget or _trial_budget(request, result),
             status="cancelled" if cancelled else "succeeded",
+            study=study,
         )
 
     def _finish(
-        self, row: SearchRow, result: SearchResult, *, budget: int | None, status: str
+        self,
+        row: SearchRow,
+        result: SearchResult,
+        *,
+        budget: int | None,
+        status: str,
+        study: BufferedStorage | None = None,
     ) -> None:
         ranked = result.plans
         unranked = [result.single_type_best] if result.single_type_best is not None else []
@@ -200,6 +234,9 @@ class SearchWorker:
                 session.rollback()
                 logger.warning("search %s: lease lost before the ranking was stored", row.id)
                 return
+            batch = study.pending(final=True) if study is not None else None
+            if batch is not None:
+                batch.write(session.connection())  # the study's last trials, with the ranking
             rows = plans.store_ranking(
                 session,
                 search_id=row.id,
@@ -234,6 +271,8 @@ class SearchWorker:
                 session, search_id=row.id, progress=progress.model_dump(mode="json")
             )
             session.commit()
+        if batch is not None:
+            batch.confirm()
         logger.info(
             "search %s %s: %d plans ranked, %d evaluated",
             row.id,
@@ -242,22 +281,54 @@ class SearchWorker:
             result.evaluated,
         )
 
-    def _fail(self, row: SearchRow, error: str) -> None:
+    def _fail(self, row: SearchRow, error: str, study: BufferedStorage | None = None) -> None:
         with self.session_factory() as session:
             if repository.finish(
                 session, search_id=row.id, worker_id=self.worker_id, status="failed", error=error
             ):
+                batch = _write_last_trials(session, study, row.id)
                 session.commit()
+                if batch is not None:
+                    batch.confirm()
             else:
                 session.rollback()
 
-    def _release(self, row: SearchRow) -> None:
+    def _release(self, row: SearchRow, study: BufferedStorage | None = None) -> None:
         try:
             with self.session_factory() as session:
-                if repository.release(session, search_id=row.id, worker_id=self.worker_id):
+                if repository.release(
+                    session, search_id=row.id, worker_id=self.worker_id, commit=False
+                ):
+                    # The next worker resumes the study from what is written: all of it.
+                    batch = _write_last_trials(session, study, row.id)
+                    session.commit()
+                    if batch is not None:
+                        batch.confirm()
                     logger.info("search %s handed back to the queue", row.id)
+                else:
+                    session.commit()
         except OperationalError:
             pass  # still away: the lease expires and the search is claimed again then
+
+
+def _write_last_trials(
+    session: Session, study: BufferedStorage | None, search_id: str
+) -> TrialBatch | None:
+    """Write the study's remaining trials in the caller's transaction (the caller commits, then
+    confirms the batch), when they can be: a search that fails or goes back to the queue must
+    end (or be handed back) either way."""
+    if study is None:
+        return None
+    batch = study.pending(final=True)
+    if not len(batch):
+        return None
+    try:
+        with session.begin_nested():
+            batch.write(session.connection())
+    except Exception:
+        logger.exception("search %s: its last trials could not be written", search_id)
+        return None
+    return batch
 
 
 def _trial_budget(request: SearchRequest, result: SearchResult) -> int | None:

@@ -75,3 +75,36 @@ class Estimate(Result):
     usd_per_hour: float | None = None
     usd_per_million_tokens: float | None = None
     time_to_train_s: float | None = None
+    total_params: int | None = Field(
+        default=None, description="Every weight of the model (costmodel.flops.total_params)."
+    )
+    active_params: int | None = Field(
+        default=None,
+        description="Parameters one token uses: all but the routed experts it is not sent to "
+        "and the input embedding lookup (costmodel.flops.active_params); = total for dense "
+        "models but the lookup.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What a feasible plan should not hide: tensor- or expert-parallel groups "
+        "that span nodes (their collectives then cross the network), pipeline or "
+        "data-parallel traffic over a zone link.",
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Heterogeneous plans in words: which node group runs which stages (or "
+        "pipelines), how much of each group is used, and why a group is left out.",
+    )
+    framework: str = Field(
+        default="any", description="The runtime the plan was priced for (training.framework)."
+    )
+    idle_gpus: int = Field(
+        default=0,
+        description="GPUs of the node groups the plan runs on that it leaves idle; they are "
+        "charged in usd_per_hour (they are held all the same).",
+    )
+    launchable_by: list[str] = Field(
+        default_factory=list,
+        description="Frameworks whose launch table can run this plan (costmodel.frameworks): "
+        "what the exports can write it for.",
+    )

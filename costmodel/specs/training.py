@@ -4,6 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from costmodel.frameworks import Framework
 from costmodel.specs.base import Spec
 
 Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
@@ -28,6 +29,14 @@ class TrainingSpec(Spec):
         description=(
             "Fused (vocab-parallel) cross-entropy as in Megatron-LM or flash-attn; False for "
             "PyTorch's unfused upcast + log-softmax, which moves and keeps more per logit."
+        ),
+    )
+    framework: Framework = Field(
+        default="any",
+        description=(
+            "Runtime the plan is for (megatron = Megatron-LM/Core/NeMo, deepspeed, torchtitan): "
+            "plans it cannot launch are infeasible, and searches return only plans it can "
+            "(costmodel.frameworks); any = every plan the cost model prices."
         ),
     )
     dropout: bool = Field(

@@ -143,13 +143,26 @@ def activation_memory(ctx: ModelContext, st: StageInputs, tokens: Array) -> Acti
     )
 
 
+# DeepSpeed ZeRO-3 gathers parameters individually and bounds what is live at once
+# (``stage3_max_live_parameters``, default 1e9) and reduces gradients in buckets
+# (``reduce_bucket_size``, default 5e8 elements): DeepSpeed's configuration docs, ZeRO section.
+DEEPSPEED_MAX_LIVE_PARAMS = 1e9
+DEEPSPEED_REDUCE_BUCKET = 5e8
+
+
 def other_memory_B(ctx: ModelContext, st: StageInputs, held: StageParams) -> Array:
     """Memory beyond states and activations (the framework's own is added by the caller).
 
-    ZeRO-3 keeps the current and the prefetched layer's full weights gathered; ZeRO-2 and 3
-    hold one layer's full gradients until their reduce-scatter (FSDP's unsharded gradient of
-    the unit in backward; DeepSpeed's reduce bucket).
+    ZeRO-3 keeps the current and the prefetched layer's full weights gathered (FSDP's units);
+    ZeRO-2 and 3 hold one layer's full gradients until their reduce-scatter. DeepSpeed caps
+    both (live parameters, reduce bucket): for ``deepspeed``, and for ``any`` (the runtime best
+    suited to the plan), the smaller of the two applies.
     """
-    gathered = np.where(st.zero_stage >= 3, 2.0 * held.per_layer * ctx.weight_bytes, 0.0)
-    unsharded_grads = np.where(st.zero_stage >= 2, held.per_layer * ctx.grad_bytes, 0.0)
-    return gathered + unsharded_grads
+    gathered = 2.0 * held.per_layer
+    unsharded = held.per_layer
+    if ctx.framework in ("deepspeed", "any"):
+        gathered = np.minimum(gathered, DEEPSPEED_MAX_LIVE_PARAMS)
+        unsharded = np.minimum(unsharded, DEEPSPEED_REDUCE_BUCKET)
+    gathered_B = np.where(st.zero_stage >= 3, gathered * ctx.weight_bytes, 0.0)
+    unsharded_B = np.where(st.zero_stage >= 2, unsharded * ctx.grad_bytes, 0.0)
+    return gathered_B + unsharded_B

@@ -23,6 +23,8 @@ from costmodel.stage.inputs import RECOMPUTE_FULL, Array, StageInputs, sequence_
 
 def ep_comm_s(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Array) -> Array:
     """All-to-all time of one micro-batch on the stage's MoE layers."""
+    if not ctx.shape.num_experts:
+        return np.zeros_like(tokens, dtype=float)
     params = ctx.params
     etp = st.expert_tp
     stride = np.where(st.folded, etp, st.tp * st.cp)

@@ -19,23 +19,55 @@ from app.plans.repository import store_ranking
 from app.settings import Settings
 from app.workers import repository
 from app.workers.service import prepare_optuna_storage
+from costmodel.specs import Plan
 from search import SearchRequest, SearchResult, plan_hash, run_search
+from search.objectives import TOKENS_PER_S
 from search.optuna_study import evaluation_of
+from search.ranking import entries, layout_key
 
 EMBEDDED_THREAD = "autopar-embedded-worker"
 
 
-def study_ranking(study: optuna.Study) -> list[tuple[str, float]]:
-    """(plan hash, tokens/s) of every distinct feasible plan the study's trials priced, best first:
-    what a ranking that lost nothing must contain."""
+def study_plans(study: optuna.Study) -> dict[str, float]:
+    """Plan hash -> tokens/s of every distinct feasible plan the study's trials priced."""
     found: dict[str, float] = {}
     for trial in study.get_trials(states=(TrialState.COMPLETE,)):
         evaluation = evaluation_of(trial)
         assert evaluation is not None
         if evaluation.feasible:
             key = plan_hash(evaluation.plan, evaluation.global_batch_size)
-            found[key] = evaluation.metrics["tokens_per_s"]
-    return sorted(found.items(), key=lambda item: -item[1])
+            found.setdefault(key, evaluation.metrics["tokens_per_s"])
+    return found
+
+
+def study_ranking(study: optuna.Study) -> list[tuple[str, float]]:
+    """(plan hash, tokens/s) of the entries (one per layout, near-ties folded: search.ranking)
+    the study's trials make, best first: what a ranking that lost nothing must contain."""
+    found, seen = [], set()
+    for trial in study.get_trials(states=(TrialState.COMPLETE,)):
+        evaluation = evaluation_of(trial)
+        assert evaluation is not None
+        key = plan_hash(evaluation.plan, evaluation.global_batch_size)
+        if evaluation.feasible and key not in seen:
+            seen.add(key)
+            found.append((trial.number, evaluation))
+    return [
+        (
+            plan_hash(entry.evaluation.plan, entry.evaluation.global_batch_size),
+            entry.evaluation.metrics["tokens_per_s"],
+        )
+        for entry in entries(found, (TOKENS_PER_S,))
+    ]
+
+
+def stored_layouts(plans: list[dict[str, Any]]) -> set[str]:
+    """Layouts the stored entries stand for, their near-ties' included."""
+    documents = [
+        (document["plan"], document["global_batch_size"])
+        for plan in plans
+        for document in [plan, *plan["equivalents"]]
+    ]
+    return {layout_key(Plan.model_validate(plan), batch) for plan, batch in documents}
 
 
 def ranking_of(plans: list[dict[str, Any]]) -> list[tuple[str, float]]:
@@ -64,7 +96,11 @@ def test_a_killed_worker_loses_no_plans(live: Live) -> None:
         should_stop=lambda: len(done) >= 5,
     )
     study = live.study(search)
-    before = study_ranking(study)
+    before = [
+        layout_key(evaluation.plan, evaluation.global_batch_size)
+        for trial in study.get_trials(states=(TrialState.COMPLETE,))
+        if (evaluation := evaluation_of(trial)) is not None and evaluation.feasible
+    ]
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 5
     assert live.search(search["id"])["status"] == "running" and live.plans(search["id"]) == []
     assert live.worker("survivor").run_once() is None  # the lease is still alive
@@ -78,9 +114,10 @@ def test_a_killed_worker_loses_no_plans(live: Live) -> None:
 
     study = live.study(search)
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 12  # continued, not restarted
-    stored = ranking_of(live.plans(search["id"]))
-    assert set(before) <= set(stored)  # every plan the dead worker found is in the ranking
-    assert same_ranking(stored, study_ranking(study))
+    plans = live.plans(search["id"])
+    # Every layout the dead worker found is in the ranking (as an entry or a near-tie of one).
+    assert set(before) <= stored_layouts(plans)
+    assert same_ranking(ranking_of(plans), study_ranking(study))
 
 
 # SQLite has no row locks, and Optuna's RDB storage relies on them (SELECT ... FOR UPDATE) when
@@ -108,13 +145,14 @@ def test_two_workers_on_one_study_agree_on_one_ranking(live: Live) -> None:
     finished = study.get_trials(states=(TrialState.COMPLETE,))
     assert 16 <= len(finished) <= 18
     whole = study_ranking(study)
+    priced = study_plans(study)
     # Consistent: a plan both workers ranked has the same values in both.
     values: dict[str, list[float]] = {}
     for result in results:
         for plan in result.plans:
             values.setdefault(plan.plan_hash, []).append(plan.objective_values[0])
     assert all(len(set(found)) == 1 for found in values.values())
-    assert {key: found[0] for key, found in values.items()}.items() <= dict(whole).items()
+    assert {key: found[0] for key, found in values.items()}.items() <= priced.items()
 
     # Both rankings stored in the order the workers finished (the later one saw every trial):
     # one row per plan, and the stored ranking is the whole study's.
