@@ -314,3 +314,15 @@ def test_import_hf_prints_what_it_does_not_price_exactly(tmp_path: Path) -> None
     assert yaml.safe_load(result.stdout)["num_layers"] == 42
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
     assert any("soft-capping" in line for line in warnings)
+
+
+def test_estimate_for_a_framework_names_what_it_cannot_launch() -> None:
+    """--framework megatron on an FSDP (ZeRO-3) plan: infeasible, the setting named, exit 3."""
+    result = run_cli(
+        "estimate", "-m", "llama3-70b", "-t", "llama3-8k", "-c", "dgx-h100-16n",
+        "-p", "fsdp-dp64", "--framework", "megatron", "--json",
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    estimate = json.loads(result.stdout)
+    assert estimate["framework"] == "megatron" and "megatron" not in estimate["launchable_by"]
+    assert "zero_stage: Megatron shards only the optimizer states" in result.stderr

@@ -1,12 +1,13 @@
 """Helpers shared by CLI commands: one-line errors with exit code 2, spec loading."""
 
 import sys
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
 from costmodel.catalog import SpecKind, load_spec
 from costmodel.errors import SpecError
+from costmodel.frameworks import Framework
 from costmodel.specs.base import Spec
 
 # Exit status for bad input, as click uses for usage errors: scripts can tell it from a crash (1).
@@ -28,6 +29,21 @@ def fail(message: str) -> NoReturn:
     one_line = " ".join(str(message).split())
     print(f"error: {one_line}", file=sys.stderr)
     raise typer.Exit(code=EXIT_BAD_INPUT)
+
+
+FrameworkOption = Annotated[
+    Framework | None,
+    typer.Option(
+        "--framework",
+        help="Runtime the plans are for: megatron, deepspeed, torchtitan or any (default: the "
+        "training spec's).",
+    ),
+]
+
+
+def with_framework(training: Spec, framework: str | None) -> Spec:
+    """The training spec, for ``framework`` when one is given."""
+    return training if framework is None else training.model_copy(update={"framework": framework})
 
 
 def load_or_fail(kind: SpecKind, value: str) -> Spec:

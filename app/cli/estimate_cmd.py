@@ -10,7 +10,7 @@ from rich.text import Text
 
 import costmodel
 from app.cli import cli
-from app.cli._common import fail, load_or_fail, no_fit
+from app.cli._common import FrameworkOption, fail, load_or_fail, no_fit, with_framework
 from app.cli.calibration_store import CalibrationOption, params_or_fail
 from costmodel.specs import Estimate
 
@@ -28,11 +28,12 @@ def estimate_command(
         bool, typer.Option("--json", help="Print the full Estimate as JSON.")
     ] = False,
     calibration: CalibrationOption = None,
+    framework: FrameworkOption = None,
 ) -> None:
     """Estimate step time, throughput, memory and cost of one parallelization plan."""
     specs = {
         "model": load_or_fail("model", model),
-        "training": load_or_fail("training", training),
+        "training": with_framework(load_or_fail("training", training), framework),
         "cluster": load_or_fail("cluster", cluster),
         "plan": load_or_fail("plan", plan),
     }

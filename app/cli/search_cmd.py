@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli import cli
-from app.cli._common import fail, load_or_fail, no_fit
+from app.cli._common import FrameworkOption, fail, load_or_fail, no_fit, with_framework
 from app.cli.calibration_store import CalibrationOption, params_or_fail
 from costmodel.specs import Plan
 from search import (
@@ -83,6 +83,7 @@ def search_command(
     ] = None,
     study_name: Annotated[str | None, typer.Option(help="Study name in --storage.")] = None,
     calibration: CalibrationOption = None,
+    framework: FrameworkOption = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the result as JSON (progress stays on stderr).")
     ] = False,
@@ -90,7 +91,7 @@ def search_command(
     """Search the plan space for the fastest, cheapest or Pareto-best plans."""
     fields: dict[str, Any] = {
         "model": load_or_fail("model", model),
-        "training": load_or_fail("training", training),
+        "training": with_framework(load_or_fail("training", training), framework),
         "cluster": load_or_fail("cluster", cluster),
         "objective": objective,
         "sampler": sampler,
