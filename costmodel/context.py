@@ -42,6 +42,7 @@ class ModelContext:
     dropout: bool
     fused_cross_entropy: bool
     framework: str
+    moe_capacity_factor: float | None
     swiglu: bool
     num_layers: int
     tie_embeddings: bool
@@ -75,6 +76,7 @@ class ModelContext:
             dropout=training.dropout,
             fused_cross_entropy=training.fused_cross_entropy,
             framework=training.framework,
+            moe_capacity_factor=training.moe_capacity_factor,
             swiglu=model.activation == "swiglu",
             num_layers=model.num_layers,
             tie_embeddings=model.tie_embeddings,

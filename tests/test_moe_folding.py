@@ -63,3 +63,15 @@ def test_the_search_explores_folded_layouts():
     result = run_search(request)
     assert result.plans, "a folded layout exists and fits"
     assert {ranked.plan.etp for ranked in result.plans} == {1}
+
+
+def test_token_dropping_prices_capacity_sized_experts():
+    """A capacity factor pads every expert to capacity: 2.0 costs more expert time than the
+    dropless default's 1.25 pace, 1.0 less."""
+    plan = {**FOLDED, "ep": 16, "etp": None}
+    times = {}
+    for factor in (None, 1.0, 2.0):
+        training = {**TRAINING, "moe_capacity_factor": factor}
+        result = estimate(QWEN3_235B, training, H100_256, {k: v for k, v in plan.items() if v})
+        times[factor] = result.time_breakdown_s.compute + result.time_breakdown_s.ep_comm
+    assert times[1.0] < times[None] < times[2.0]

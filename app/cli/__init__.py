@@ -17,6 +17,7 @@ def _register_commands() -> None:
         calibrate_cmd,
         catalog_cmd,
         estimate_cmd,
+        export_cmd,
         profile_cmd,
         search_cmd,
         serve_cmd,

@@ -31,6 +31,18 @@ class TrainingSpec(Spec):
             "PyTorch's unfused upcast + log-softmax, which moves and keeps more per logit."
         ),
     )
+    moe_capacity_factor: float | None = Field(
+        default=None,
+        gt=0,
+        le=64,
+        description=(
+            "MoE token dropping: each expert takes at most this many times its mean share of "
+            "tokens and the rest are dropped (Switch Transformer; Megatron "
+            "--moe-expert-capacity-factor with padding to capacity). Every expert then runs "
+            "capacity-sized GEMMs and all-to-alls. Default: dropless (the busiest expert sets "
+            "the pace, EfficiencyParams.moe_load_imbalance)."
+        ),
+    )
     framework: Framework = Field(
         default="any",
         description=(

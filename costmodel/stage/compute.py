@@ -51,7 +51,11 @@ class ComputeTimes:
 
 
 def load_imbalance(ctx: ModelContext, st: StageInputs) -> Array:
-    """Peak-to-mean routed tokens per expert-parallel rank (1 without expert parallelism)."""
+    """Routed tokens the paced expert rank processes / the mean: the capacity every expert is
+    padded to when tokens are dropped (``moe_capacity_factor``), else (dropless) the busiest
+    expert-parallel rank's load, ``moe_load_imbalance`` (1 without expert parallelism)."""
+    if ctx.moe_capacity_factor is not None:
+        return np.full_like(st.ep, ctx.moe_capacity_factor, dtype=float)
     return np.where(st.ep > 1, ctx.params.moe_load_imbalance, 1.0)
 
 

@@ -77,11 +77,15 @@ def test_a_search_from_the_form_to_its_best_plan_and_a_comparison(
     per_stage = micro_batches(record) * record["plan"]["vpp"]
     assert drawn(pipeline, "Forward") == drawn(pipeline, "Backward") == stages * per_stage
     expect(page.locator("#stages-table tbody tr")).to_have_count(stages)
-    # The export area shows once the API serves exports (one link per format), hidden before.
-    if api.get(f"/v1/plans/{best}/export?format=megatron").status_code != 404:
-        expect(page.locator("#export")).to_be_visible()
-    else:
-        expect(page.locator("#export")).to_be_hidden()
+    # The export area: one link per format whose framework can launch the plan.
+    expect(page.locator("#export")).to_be_visible()
+    launchable = record["estimate"]["launchable_by"]
+    assert "megatron" in launchable
+    megatron = page.locator('#export a[data-format="megatron"]')
+    expect(megatron).to_be_visible()
+    exported = api.get(megatron.get_attribute("href") or "")
+    assert exported.status_code == 200, exported.text
+    assert "--pipeline-model-parallel-size" in exported.text
     screenshot(page, artifacts, "plan")
     screenshot(page, artifacts, "plan-viewport", full_page=False)
     if page.get_by_role("button", name="Start (warm-up)").count():

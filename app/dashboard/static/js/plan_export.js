@@ -1,43 +1,44 @@
-// The plan's "Export" area: shown only once the API serves GET /v1/plans/{id}/export.
+// The plan's "Export" area: one link per launch format of GET /v1/plans/{id}/export, each
+// enabled when a framework that can run the plan writes it (estimate.launchable_by).
 
 import * as api from "./api.js";
 import { h } from "./dom.js";
 
-/** Links to each format the export lists, or the export itself when it is one document. */
-function content(planId, answer) {
-  const formats = Array.isArray(answer) ? answer : answer?.formats || answer?.items || null;
-  if (Array.isArray(formats) && formats.length) {
-    return h(
-      "ul",
-      {},
-      formats.map((format) => {
-        const name = typeof format === "string" ? format : format.name || format.format || format.id;
-        const href = typeof format === "object" && format.url ? format.url : api.url(`/v1/plans/${planId}/export?format=${encodeURIComponent(name)}`);
-        const description = typeof format === "object" ? format.description || format.title || "" : "";
-        return h("li", {}, h("a", { href }, name), description ? ` — ${description}` : "");
-      }),
-    );
-  }
-  const text = typeof answer === "string" ? answer : JSON.stringify(answer, null, 2);
-  return h("pre", {}, text);
+// Format -> the framework whose launch table it needs (slurm/kubernetes wrap any of them).
+const FORMATS = [
+  ["megatron", "megatron", "Megatron-LM / Megatron-Core flags and a torchrun line"],
+  ["nemo", "megatron", "NeMo 2 recipe overrides"],
+  ["deepspeed", "deepspeed", "ds_config.json and the deepspeed launcher"],
+  ["torchtitan", "torchtitan", "job-config TOML"],
+  ["slurm", null, "an sbatch script (hetjob across node groups)"],
+  ["kubernetes", null, "Kubeflow PyTorchJob and TrainJob"],
+];
+
+function link(planId, format, description, launchable) {
+  const href = api.url(`/v1/plans/${planId}/export?format=${encodeURIComponent(format)}`);
+  const item = launchable
+    ? h("a", { href, "data-format": format }, format)
+    : h("span", { class: "muted", "data-format": format, title: "no framework that can run this plan writes it" }, format);
+  return h("li", {}, item, ` — ${description}`);
 }
 
 export async function renderExport(target, record) {
-  let body;
-  try {
-    const answer = await api.probe(`/v1/plans/${record.id}/export`);
-    if (answer === null) {
-      target.hidden = true; // no export endpoint (yet)
-      return;
-    }
-    body = content(record.id, answer);
-  } catch (error) {
-    // The endpoint exists but wants more than a bare GET: say what it asked for.
-    body = h("p", { class: "alert alert-info" }, `GET /v1/plans/${record.id}/export: ${error.message}`);
+  // The area appears only where the API serves exports (an older server answers 404).
+  const probe = await api.probe(`/v1/plans/${record.id}/export?format=slurm`).catch(() => true);
+  if (probe === null) {
+    target.hidden = true;
+    return;
   }
+  const launchable = record.estimate?.launchable_by || [];
+  const items = FORMATS.map(([format, framework, description]) =>
+    link(record.id, format, description, framework ? launchable.includes(framework) : launchable.length > 0),
+  );
+  const note = launchable.length
+    ? `launchable by ${launchable.join(", ")}`
+    : "no framework's launch table can run this plan (see the estimate's reasons)";
   target.replaceChildren(
-    h("h2", { id: "export-title" }, "Export", h("span", { class: "panel-note" }, "launch this plan with a training framework")),
-    body,
+    h("h2", { id: "export-title" }, "Export", h("span", { class: "panel-note" }, note)),
+    h("ul", { class: "export-formats" }, items),
   );
   target.hidden = false;
 }
