@@ -69,6 +69,11 @@ LIMITS: dict[str, tuple[Limit, ...]] = {
             "Megatron runs 1F1B or interleaved 1F1B, not GPipe",
             lambda p: _column(p, "schedule") == _GPIPE,
         ),
+        Limit(
+            "tp_comm_overlap",
+            "Megatron's --tp-comm-overlap needs --sequence-parallel",
+            lambda p: (_column(p, "tp_comm_overlap") > 0) & (_column(p, "sequence_parallel") == 0),
+        ),
     ),
     "deepspeed": (
         Limit(
@@ -114,6 +119,11 @@ LIMITS: dict[str, tuple[Limit, ...]] = {
             "offload_optimizer",
             "torchtitan offloads FSDP parameters with their states, not the optimizer alone",
             lambda p: _column(p, "offload_optimizer") > 0,
+        ),
+        Limit(
+            "etp",
+            "torchtitan's expert tensor parallel degree is 1 or the tensor parallel degree",
+            lambda p: (_etp(p) != 1) & (_etp(p) != p["tp"]),
         ),
     ),
 }
