@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from search.objectives import REPORTED, Evaluation, Metric, pareto_mask
+from search.pricing import price_group
 from search.ranking import MAX_EQUIVALENTS, NEAR_TIE_TOLERANCE
 from search.request import SearchRequest
 from search.space import OPTION_DIMS, STRUCT_DIMS, GroupSpace
@@ -41,7 +42,7 @@ class Enumeration:
 
 
 def _price(request: SearchRequest, space: GroupSpace, plans: dict[str, np.ndarray]) -> dict:
-    arrays = request.price_group(space, plans)
+    arrays = price_group(request, space, plans)
     kept = {name: plans[name] for name in PLAN_COLUMNS}
     kept.update({name: arrays[name] for name in (*REPORTED, "peak_memory_gib", "memory_ratio")})
     return kept

@@ -36,6 +36,7 @@ from search.objectives import (
     Metric,
 )
 from search.params import parameter, sample
+from search.pricing import price_group
 from search.request import SearchRequest
 from search.space import STRUCT_DIMS, GroupSpace
 
@@ -129,7 +130,7 @@ class HomogeneousTrials:
 
     def _price(self, space: GroupSpace, columns: dict[str, np.ndarray]) -> list[Evaluation]:
         request = self.request
-        arrays = request.price_group(space, columns)
+        arrays = price_group(request, space, columns)
         ratio = arrays["memory_ratio"]
         self.priced += len(ratio)
         self.fitting += int((ratio <= 1.0).sum())

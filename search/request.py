@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -25,84 +24,26 @@ from pydantic import (
     model_validator,
 )
 
-from costmodel import estimate_many
 from costmodel.catalog import load_spec
 from costmodel.context import ModelContext
 from costmodel.flops import total_params
 from costmodel.hardware import peak_tflops, resolve_gpu
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
-from search.objectives import DEFAULT_MAX_MEMORY_FRACTION, memory_ratio_of_arrays
-from search.space import GroupSpace, check_space
+from search.constraints import (
+    DIMS,
+    Constraint,
+    DimFilter,
+    check_constraint,
+    dim_filters,
+)
+from search.objectives import DEFAULT_MAX_MEMORY_FRACTION
+from search.space import check_space
 
 Objective = Literal["throughput", "cost", "time_to_train", "pareto"]
 Sampler = Literal["auto", "exhaustive", "tpe", "nsga2", "random"]
 OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time_to_train", "pareto")
 SAMPLERS: tuple[str, ...] = ("auto", "exhaustive", "tpe", "nsga2", "random")
-
-# The searchable dimensions and the type of their values. ``num_gpus`` (dp*tp*pp*cp) lets a user
-# bound how much of the cluster a plan may use; the others are Plan fields.
-INT_DIMS = (
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "etp",
-    "vpp",
-    "micro_batch_size",
-    "zero_stage",
-    "num_gpus",
-)
-BOOL_DIMS = ("sequence_parallel", "offload_optimizer")
-RECOMPUTE_MODES = ("none", "selective", "full")
-DIMS: tuple[str, ...] = (*INT_DIMS, "recompute", *BOOL_DIMS)
-
-ConstraintValue = int | str | bool
-
-
-class Range(BaseModel):
-    """Inclusive bounds of an integer dimension; either end may be open."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min: int | None = None
-    max: int | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "Range":
-        if self.min is None and self.max is None:
-            raise ValueError("a range needs 'min', 'max' or both")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"range min ({self.min}) exceeds max ({self.max})")
-        return self
-
-
-# A constraint fixes one value, lists the allowed values, or bounds an integer dimension.
-Constraint = Range | list[ConstraintValue] | ConstraintValue
-
-
-class DimFilter:
-    """A normalized constraint: which values of one dimension are allowed."""
-
-    def __init__(self, dim: str, constraint: Constraint) -> None:
-        self.dim = dim
-        self.range = constraint if isinstance(constraint, Range) else None
-        if self.range is None:
-            values = constraint if isinstance(constraint, list) else [constraint]
-            self.values: frozenset[Any] | None = frozenset(values)
-        else:
-            self.values = None
-
-    def allows(self, value: Any) -> bool:
-        if self.values is not None:
-            return value in self.values
-        assert self.range is not None
-        low, high = self.range.min, self.range.max
-        return (low is None or value >= low) and (high is None or value <= high)
-
-    def keep(self, candidates: list[Any]) -> list[Any]:
-        return [value for value in candidates if self.allows(value)]
 
 
 def _resolve(kind: str) -> BeforeValidator:
@@ -114,32 +55,6 @@ def _resolve(kind: str) -> BeforeValidator:
         return value
 
     return BeforeValidator(resolve)
-
-
-def _check_constraint(dim: str, constraint: Constraint) -> None:
-    values = constraint.model_dump().values() if isinstance(constraint, Range) else None
-    if isinstance(constraint, Range):
-        if dim not in INT_DIMS:
-            raise ValueError(f"constraints.{dim}: a range applies to integer dimensions only")
-        values = [v for v in values or [] if v is not None]
-    elif isinstance(constraint, list):
-        if not constraint:
-            raise ValueError(f"constraints.{dim}: the list of allowed values is empty")
-        values = constraint
-    else:
-        values = [constraint]
-    for value in values:
-        if dim in INT_DIMS and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ValueError(f"constraints.{dim}: expected integers, got {value!r}")
-        if dim in BOOL_DIMS and not isinstance(value, bool):
-            raise ValueError(f"constraints.{dim}: expected true or false, got {value!r}")
-        if dim == "recompute" and value not in RECOMPUTE_MODES:
-            raise ValueError(
-                f"constraints.recompute: unknown mode {value!r}; choices: "
-                + ", ".join(RECOMPUTE_MODES)
-            )
-        if dim in INT_DIMS and value < (0 if dim == "zero_stage" else 1):
-            raise ValueError(f"constraints.{dim}: {value} is below the smallest valid value")
 
 
 class SearchRequest(BaseModel):
@@ -212,9 +127,7 @@ class SearchRequest(BaseModel):
     @classmethod
     def _known_dims(cls, constraints: dict[str, Constraint]) -> dict[str, Constraint]:
         for dim, constraint in constraints.items():
-            if dim not in DIMS:
-                raise ValueError(f"constraints.{dim}: unknown dimension; known: {', '.join(DIMS)}")
-            _check_constraint(dim, constraint)
+            check_constraint(dim, constraint)
         return constraints
 
     @field_validator("global_batch_sizes")
@@ -256,23 +169,7 @@ class SearchRequest(BaseModel):
         return peak_tflops(gpu, self.training.precision) > 0
 
     def filters(self) -> dict[str, DimFilter]:
-        return {dim: DimFilter(dim, value) for dim, value in self.constraints.items()}
-
-    def price_group(
-        self, space: GroupSpace, columns: Mapping[str, np.ndarray]
-    ) -> dict[str, np.ndarray]:
-        """``estimate_many`` of homogeneous plan ``columns`` on ``space``'s node group, priced
-        with this request's parameters, plus each plan's ``memory_ratio`` (<= 1: it fits)."""
-        arrays = estimate_many(
-            self.model,
-            space.training,
-            self.cluster,
-            columns,
-            group=space.group.name,
-            params=self.params,
-        )
-        arrays["memory_ratio"] = memory_ratio_of_arrays(arrays, self.max_memory_fraction)
-        return arrays
+        return dim_filters(self.constraints)
 
     def training_for(self, global_batch_size: int) -> TrainingSpec:
         if global_batch_size == self.training.global_batch_size:

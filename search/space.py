@@ -23,16 +23,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from costmodel.flops import LayerShape
 from costmodel.pipeline_split import head_layers, resolve_splits
 from costmodel.specs import ModelSpec, NodeGroup, Plan, TrainingSpec
-
-if TYPE_CHECKING:
-    from search.request import DimFilter, SearchRequest
+from search.constraints import DimFilter, SearchScope
 
 # Structural dimensions, in the order trials sample them (and the table is sorted by).
 STRUCT_DIMS = ("tp", "pp", "cp", "dp", "micro_batch_size", "vpp", "ep", "etp")
@@ -93,7 +91,7 @@ FRAMEWORK_ZERO_STAGES = {
 
 
 # Per-dimension domains -----------------------------------------------------------------------
-def _restrict(dim: str, candidates: list[Any], filters: dict[str, "DimFilter"], why: str) -> list:
+def _restrict(dim: str, candidates: list[Any], filters: dict[str, DimFilter], why: str) -> list:
     kept = filters[dim].keep(candidates) if dim in filters else candidates
     if not kept:
         raise SpaceError(
@@ -103,7 +101,7 @@ def _restrict(dim: str, candidates: list[Any], filters: dict[str, "DimFilter"], 
 
 
 def dimension_domains(
-    model: ModelSpec, training: TrainingSpec, filters: dict[str, "DimFilter"], batch_field: str
+    model: ModelSpec, training: TrainingSpec, filters: dict[str, DimFilter], batch_field: str
 ) -> dict[str, list[Any]]:
     """Values each dimension may take on its own (before rules that couple dimensions)."""
     gbs = training.global_batch_size
@@ -194,7 +192,7 @@ def structural_rows(
     training: TrainingSpec,
     group: NodeGroup,
     domains: dict[str, list[Any]],
-    filters: dict[str, "DimFilter"],
+    filters: dict[str, DimFilter],
     batch_field: str,
 ) -> Table:
     """Every (tp, pp, cp, dp, micro_batch_size, vpp, ep) that passes the coupled rules."""
@@ -254,7 +252,7 @@ def structural_rows(
 
 
 def _expert_tensor_parallel(
-    model: ModelSpec, table: Table, filters: dict[str, "DimFilter"], framework: str = "any"
+    model: ModelSpec, table: Table, filters: dict[str, DimFilter], framework: str = "any"
 ) -> Table:
     """etp per row: the attention's tp (Megatron's default) or 1 (experts whole on each rank,
     what Megatron-Core recommends for fine-grained MoE), with the expert ranks ep x etp tiling
@@ -381,11 +379,11 @@ def plan_from_values(values: dict[str, Any], group: str | None) -> Plan:
     )
 
 
-def batch_field(request: "SearchRequest") -> str:
+def batch_field(request: SearchScope) -> str:
     return "global_batch_sizes" if request.global_batch_sizes else "training.global_batch_size"
 
 
-def group_space(request: "SearchRequest", group: NodeGroup, global_batch_size: int) -> GroupSpace:
+def group_space(request: SearchScope, group: NodeGroup, global_batch_size: int) -> GroupSpace:
     training = request.training_for(global_batch_size)
     filters = request.filters()
     field_name = batch_field(request)
@@ -407,7 +405,7 @@ def group_space(request: "SearchRequest", group: NodeGroup, global_batch_size: i
     return space
 
 
-def homogeneous_spaces(request: "SearchRequest") -> list[GroupSpace]:
+def homogeneous_spaces(request: SearchScope) -> list[GroupSpace]:
     """The non-empty spaces of every (group, global batch) pair; SpaceError if all are empty."""
     spaces, errors = [], []
     for group in request.search_groups:
@@ -421,7 +419,7 @@ def homogeneous_spaces(request: "SearchRequest") -> list[GroupSpace]:
     return spaces
 
 
-def check_space(request: "SearchRequest") -> None:
+def check_space(request: SearchScope) -> None:
     """Raise SpaceError unless the request has a valid plan to search.
 
     A single-group search needs a valid homogeneous plan. Across several groups a plan may spread

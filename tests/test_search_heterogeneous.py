@@ -7,7 +7,8 @@ from search_specs import SMALL_MODEL, SMALL_TRAINING
 
 from costmodel import estimate
 from search import SearchRequest, run_search
-from search.heterogeneous import HeterogeneousTrials, _apportion
+from search.heterogeneous import HeterogeneousTrials
+from search.heterogeneous.balance import apportion
 from search.params import random_point
 
 MODEL = SMALL_MODEL
@@ -96,7 +97,7 @@ def test_the_balancer_gives_faster_gpus_more_layers() -> None:
 def test_apportion_splits_by_weight_within_caps(
     units: int, weights: list[float], caps: list[int] | None, expected: list[int]
 ) -> None:
-    split = _apportion(units, np.asarray(weights), 2, None if caps is None else np.asarray(caps))
+    split = apportion(units, np.asarray(weights), 2, None if caps is None else np.asarray(caps))
     assert split == [2 * e for e in expected]
 
 

@@ -11,6 +11,7 @@ from search import SearchRequest, run_search
 from search import exhaustive as exhaustive_module
 from search.exhaustive import enumerate_plans
 from search.objectives import OBJECTIVE_METRICS, TOKENS_PER_S, Evaluation
+from search.pricing import price_group
 from search.ranking import (
     NEAR_TIE_TOLERANCE,
     canonical_plan,
@@ -212,7 +213,7 @@ def test_a_search_returns_top_k_distinct_layouts_with_their_near_ties() -> None:
     raw = []
     for space in spaces:
         for columns in space.chunks(1 << 20):
-            arrays = request.price_group(space, columns)
+            arrays = price_group(request, space, columns)
             fits = np.flatnonzero(arrays["memory_ratio"] <= 1)
             top = fits[np.argsort(-arrays["tokens_per_s"][fits], kind="stable")[:5]]
             raw = [space.plan({d: columns[d][i] for d in columns}) for i in top]
@@ -232,7 +233,7 @@ def test_exhaustive_keeps_what_the_whole_space_ranking_needs(
     every = []
     for space in spaces:
         for columns in space.chunks(1 << 20):
-            arrays = request.price_group(space, columns)
+            arrays = price_group(request, space, columns)
             for i in np.flatnonzero(arrays["memory_ratio"] <= 1):
                 plan = space.plan({d: columns[d][i] for d in columns})
                 every.append((None, _evaluation(plan, float(arrays["tokens_per_s"][i]))))

@@ -8,8 +8,9 @@ from pydantic.fields import FieldInfo
 from app.common.pagination import PageMeta
 from app.common.references import Reference, SpecReferences
 from app.plans.schemas import PlanRecord
+from search.constraints import Constraint
 from search.objectives import DEFAULT_MAX_MEMORY_FRACTION
-from search.request import Constraint, Objective, Sampler, SearchRequest
+from search.request import Objective, Sampler, SearchRequest
 
 SearchStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: tuple[str, ...] = ("succeeded", "failed", "cancelled")
