@@ -116,7 +116,9 @@ def test_a_search_handed_back_resumes_from_its_written_trials(live: Live) -> Non
     back = live.search(search["id"])
     assert back["status"] == "queued"
     written = len(live.study(back).get_trials(states=(TrialState.COMPLETE,)))
-    assert 1 <= written < 12  # every trial it finished, written when it handed the search back
+    # Every trial it reported finished is written when it hands the search back (none lost),
+    # and it stopped before the budget.
+    assert beats <= written < 12
 
     live.worker("next").run_once()
     done = live.search(search["id"])
