@@ -195,7 +195,7 @@ function renderSetup(search) {
       ["Training", request.training ? `sequence ${fmt.count(request.training.seq_length)}, batch ${fmt.count(request.training.global_batch_size)}, ${request.training.precision}` : fmt.DASH],
       ["Budget", search.outcome?.sampler === "exhaustive" ? "the whole space (enumerated)" : budget.join(", ") || "the whole space"],
       ["Constraints", constraints.join(", ") || "none"],
-      ["Memory limit", fmt.percent(request.max_memory_fraction ?? 1, 0) + " of HBM"],
+      ["Memory limit", fmt.percent(request.max_memory_fraction ?? 0.9, 0) + " of HBM"],
       ["Calibration", search.calibration_id ? link(`/calibrations/${search.calibration_id}`, "fitted parameters") : "uncalibrated"],
     ]),
     h("h3", {}, "Optuna study"),
