@@ -146,6 +146,25 @@ def why_not(framework: str, p: Columns) -> list[str]:
     ]
 
 
+# One plan no table objects to: each search dimension is varied on it alone (``allowed``).
+_NEUTRAL = {"dp": 8, "tp": 2, "pp": 1, "cp": 1, "ep": 1, "etp": 0, "vpp": 1, "sequence_parallel": 1}
+
+
+def allowed(framework: str, setting: str, values: list) -> list:
+    """The ``values`` of one plan setting ``framework`` can launch, every other setting left
+    at a value no table objects to (the search space lists only these; limits that couple two
+    settings, such as DeepSpeed's ZeRO stage with pipelining, are left to the estimate)."""
+    kept = []
+    for value in values:
+        columns = {name: np.array([number]) for name, number in _NEUTRAL.items()}
+        columns[setting] = np.array([int(value)])
+        if setting == "etp" and value == 1:
+            columns["ep"] = np.array([2])  # etp = 1 only means something with experts
+        if not bool(broken_limits(framework, columns)[0]):
+            kept.append(value)
+    return kept
+
+
 def launchable_by(p: Columns) -> list[str]:
     """The frameworks (besides ``any``) that can launch one plan."""
     return [name for name in FRAMEWORK_NAMES[1:] if not why_not(name, p)]

@@ -30,6 +30,7 @@ from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_
 from costmodel.kernels import Hardware
 from costmodel.layout_notes import PlacedStage, heterogeneous_sentences, parameter_counts
 from costmodel.params import EfficiencyParams
+from costmodel.pipeline_split import stages_fit_chunks
 from costmodel.rules import RULES, Facts, violations
 from costmodel.specs import (
     ClusterSpec,
@@ -161,16 +162,6 @@ def _launchable(plan: Plan, flat: list["Placement"]) -> list[str]:
     return [name for name in FRAMEWORK_NAMES[1:] if not _framework_gaps(name, plan, flat)]
 
 
-def _chunks_fit_stages(layers: list[int], vpp: int) -> bool:
-    """Every stage's layers split into vpp chunks; the first and last may count the embedding
-    or loss as a layer (Megatron's account-for flags), as ``pipeline_split.is_valid``."""
-    ends = {0, len(layers) - 1}
-    return all(
-        count % vpp == 0 or (index in ends and (count + 1) % vpp == 0)
-        for index, count in enumerate(layers)
-    )
-
-
 def _stage_rule_reasons(
     model: ModelSpec,
     training: TrainingSpec,
@@ -258,7 +249,7 @@ def estimate_heterogeneous(
     if total_layers != model.num_layers:
         reasons.append(f"stages hold {total_layers} layers but the model has {model.num_layers}")
     stage_layers = [stage.num_layers for stage in plan.stages or []]
-    if plan.vpp > 1 and not _chunks_fit_stages(stage_layers, plan.vpp):
+    if plan.vpp > 1 and not stages_fit_chunks(stage_layers, plan.vpp):
         reasons.append(
             f"vpp={plan.vpp} does not divide every stage's num_layers (the first and last may "
             "count the embedding or loss as a layer)"

@@ -38,9 +38,10 @@ def head_layers(shape: LayerShape, seq_length: int) -> float:
     return shape.logits_flops / layer if layer else 0.0
 
 
-def _chunks_fit(layers: int, vpp: int, extra_slot: bool) -> bool:
-    """Whether a stage of ``layers`` splits into vpp chunks (counting its embedding or loss as
-    a slot when that makes it divide, as Megatron's account-for flags do)."""
+def stage_fits_chunks(layers: int, vpp: int, extra_slot: bool) -> bool:
+    """Whether a stage of ``layers`` splits into vpp chunks; an end stage (``extra_slot``) may
+    count its embedding or loss as a layer when that makes it divide (Megatron's account-for
+    flags)."""
     return layers % vpp == 0 or (extra_slot and (layers + 1) % vpp == 0)
 
 
@@ -56,8 +57,8 @@ def is_valid(num_layers: int, pp: int, vpp: int, split: Split) -> bool:
     if vpp == 1:
         return True
     return (
-        _chunks_fit(first, vpp, True)
-        and _chunks_fit(last, vpp, True)
+        stage_fits_chunks(first, vpp, True)
+        and stage_fits_chunks(last, vpp, True)
         and (pp == 2 or middle % vpp == 0)
     )
 
@@ -165,6 +166,14 @@ def resolve_splits(
         splits[row] = resolve_split(num_layers, pp_value, vpp_value, first_value, last_value, head)
     chosen = splits[inverse.reshape(-1)]
     return chosen[:, 0], chosen[:, 1], chosen[:, 2]
+
+
+def stages_fit_chunks(stage_layers: list[int], vpp: int) -> bool:
+    """Every stage of an explicit split fits vpp chunks (the ends with their extra slot)."""
+    ends = {0, len(stage_layers) - 1}
+    return all(
+        stage_fits_chunks(layers, vpp, index in ends) for index, layers in enumerate(stage_layers)
+    )
 
 
 def stage_layer_counts(num_layers: int, pp: int, split: Split) -> list[int]:

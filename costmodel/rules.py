@@ -38,10 +38,7 @@ class Facts:
 @dataclass(frozen=True)
 class Rule:
     violation: Violation
-    broken: Callable[[Columns, Facts], np.ndarray]
-
-    def check(self, p: Columns, facts: Facts) -> np.ndarray:
-        return np.broadcast_to(np.asarray(self.broken(p, facts), dtype=bool), p["dp"].shape)
+    broken: Callable[[Columns, Facts], np.ndarray]  # True where broken (or one bool for all)
 
 
 def expert_tp(p: Columns) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from costmodel.flops import LayerShape
+from costmodel.frameworks import allowed
 from costmodel.pipeline_split import head_layers, resolve_splits
 from costmodel.specs import ModelSpec, NodeGroup, Plan, TrainingSpec
 from search.constraints import DimFilter, SearchScope
@@ -80,16 +81,6 @@ def virtual_stage_degrees(num_layers: int) -> list[int]:
     return sorted(v for v in degrees if v <= num_layers)
 
 
-# Which ZeRO stages each framework runs (``costmodel.frameworks``; the search space lists only
-# those, and the estimate flags any other combination the framework cannot launch).
-FRAMEWORK_ZERO_STAGES = {
-    "any": [0, 1, 2, 3],
-    "megatron": [0, 1],
-    "deepspeed": [0, 1, 2, 3],
-    "torchtitan": [0, 3],
-}
-
-
 # Per-dimension domains -----------------------------------------------------------------------
 def _restrict(dim: str, candidates: list[Any], filters: dict[str, DimFilter], why: str) -> list:
     kept = filters[dim].keep(candidates) if dim in filters else candidates
@@ -122,13 +113,13 @@ def dimension_domains(
         ),
         "vpp": _restrict(
             "vpp",
-            [1] if training.framework == "deepspeed" else virtual_stage_degrees(model.num_layers),
+            allowed(training.framework, "vpp", virtual_stage_degrees(model.num_layers)),
             filters,
             "vpp chunks split the layers (or the layers plus the embedding and loss slots)",
         ),
         "cp": _restrict(
             "cp",
-            [1] if training.framework == "deepspeed" else divisors(training.seq_length),
+            allowed(training.framework, "cp", divisors(training.seq_length)),
             filters,
             "cp divides seq_length (deepspeed: no context parallelism)",
         ),
@@ -138,13 +129,13 @@ def dimension_domains(
         ),
         "zero_stage": _restrict(
             "zero_stage",
-            FRAMEWORK_ZERO_STAGES[training.framework],
+            allowed(training.framework, "zero_stage", [0, 1, 2, 3]),
             filters,
             f"ZeRO stages {training.framework} runs",
         ),
         "offload_optimizer": _restrict(
             "offload_optimizer",
-            [False] if training.framework == "torchtitan" else [False, True],
+            allowed(training.framework, "offload_optimizer", [False, True]),
             filters,
             f"offload settings {training.framework} runs",
         ),
@@ -260,7 +251,8 @@ def _expert_tensor_parallel(
     if model.moe is None:
         table = {**table, "etp": table["tp"].copy()}
     else:
-        both = _cross(table, "etp_one", [0] if framework == "deepspeed" else [0, 1])
+        # etp_one = 1 (experts unsharded) only where the framework can launch etp = 1.
+        both = _cross(table, "etp_one", [0, 1] if allowed(framework, "etp", [1]) else [0])
         etp = np.where(both["etp_one"] == 1, 1, both["tp"])
         keep = (both["etp_one"] == 0) | (both["tp"] > 1)  # etp = tp = 1 listed once
         keep &= (both["tp"] * both["cp"] * both["dp"]) % (both["ep"] * etp) == 0
@@ -272,8 +264,8 @@ def _expert_tensor_parallel(
             "attention ranks); no allowed layout has such an ep",
         )
     if "etp" in filters:
-        allowed = np.array([filters["etp"].allows(int(v)) for v in table["etp"]], dtype=bool)
-        table = _check(_where(table, allowed), "constraints.etp: no valid layout has that etp")
+        wanted = np.array([filters["etp"].allows(int(v)) for v in table["etp"]], dtype=bool)
+        table = _check(_where(table, wanted), "constraints.etp: no valid layout has that etp")
     return table
 
 

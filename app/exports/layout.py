@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import costmodel
 from costmodel.feasibility import OUT_OF_MEMORY, why_it_cannot_have_run
 from costmodel.hardware import resolve_gpu
+from costmodel.pipeline_split import stage_fits_chunks
 from costmodel.specs import ClusterSpec, Estimate, ModelSpec, NodeGroup, Plan, TrainingSpec
 
 
@@ -230,20 +231,15 @@ def split_chunks(stage_layers: tuple[int, ...], vpp: int) -> tuple[Chunk, ...]:
     pp = len(stage_layers)
     sizes: dict[tuple[int, int], tuple[int, bool]] = {}
     for stage, layers in enumerate(stage_layers):
-        if layers % vpp == 0:
-            per_chunk = [layers // vpp] * vpp
-            slot = False
-        elif stage in (0, pp - 1) and (layers + 1) % vpp == 0:
-            per_chunk = [(layers + 1) // vpp] * vpp
-            slot = True
-            if stage == 0:
-                per_chunk[0] -= 1
-            else:
-                per_chunk[-1] -= 1
-        else:
+        if not stage_fits_chunks(layers, vpp, stage in (0, pp - 1)):
             raise ExportError(
                 "plan.vpp", f"stage {stage}'s {layers} layers do not split into vpp={vpp} chunks"
             )
+        # Divisible as they are, or (an end stage) once its embedding / loss fills a slot.
+        slot = layers % vpp != 0
+        per_chunk = [(layers + slot) // vpp] * vpp
+        if slot:
+            per_chunk[0 if stage == 0 else -1] -= 1
         for virtual, count in enumerate(per_chunk):
             slot_here = slot and (
                 (stage == 0 and virtual == 0) or (stage == pp - 1 and virtual == vpp - 1)

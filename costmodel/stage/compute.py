@@ -224,7 +224,8 @@ def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Arra
     dense_fwd = np.maximum(attn_gemm + dense_mlp + core + dense_elem, dense_kernels * issue_s)
     moe_fwd = np.maximum(attn_gemm + moe_mlp + core + moe_elem, moe_kernels * issue_s)
     cast_fwd, cast_bwd = _fp8_cast_s(ctx, st, hw, tokens)
-    layers_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd + cast_fwd
+    kernels_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd  # 2x in backward
+    layers_fwd = kernels_fwd + cast_fwd
     vocab_tp = shape.vocab / st.tp
     head_fwd = gemm_time_s(2 * tokens * h * vocab_tp, tokens, vocab_tp, h, hw, half)
     loss_s = memory_bound_s(tokens * vocab_tp * LOSS_BYTES_PER_LOGIT, hw)
@@ -236,7 +237,7 @@ def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Arra
         (FLASH_BACKWARD_FACTOR - 2.0) * layers * core if ctx.flash_attention else 0.0
     )
     backward = (
-        2.0 * (layers_fwd - cast_fwd)
+        2.0 * kernels_fwd
         + cast_bwd
         + attention_bwd_extra
         + st.has_head * (2.0 * head_fwd + 2.0 * loss_s / 3.0)
