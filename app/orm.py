@@ -46,6 +46,10 @@ NAMING_CONVENTION = {
 }
 
 NAME_LENGTH = 200
+TENANT_LENGTH = 100
+# The tenant of everything made while access control is off (no API key exists yet) and of the
+# rows that predate tenants; a key created for this tenant sees them.
+DEFAULT_TENANT = "default"
 
 
 def utcnow() -> datetime:
@@ -116,12 +120,31 @@ def _created_at() -> Mapped[datetime]:
     return mapped_column(UTCDateTime(), nullable=False, default=utcnow)
 
 
+class TenantOwned:
+    """A row that belongs to one tenant. ``app.tenancy`` scopes every ORM query of a request to
+    its tenant, so no query can forget the filter; workers and the CLI see every tenant."""
+
+    tenant: Mapped[str] = mapped_column(
+        String(TENANT_LENGTH), nullable=False, default=DEFAULT_TENANT
+    )
+
+
 # Spec registries ------------------------------------------------------------------------------
+def _spec_tenant_default(context: Any) -> str | None:
+    """Presets belong to no tenant; other specs, made outside a request, to the default one."""
+    return None if context.get_current_parameters().get("is_preset") else DEFAULT_TENANT
+
+
 class SpecRecord:
-    """Shared shape of the stored-spec tables: a unique name, the spec, and where it came from."""
+    """Shared shape of the stored-spec tables: a name unique within its tenant (and never a
+    preset's), the spec, and where it came from."""
 
     id: Mapped[str] = _id_column()
-    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False, unique=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    # Owner; None for the built-in presets, which every tenant reads and none may change.
+    tenant: Mapped[str | None] = mapped_column(
+        String(TENANT_LENGTH), default=_spec_tenant_default
+    )
     # Built-in catalog entries, refreshed at startup and read-only through the API.
     is_preset: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     # How the row was made: "catalog", "api", "hf" (Hugging Face import), ...
@@ -135,21 +158,24 @@ class SpecRecord:
 
 class GpuTypeRow(SpecRecord, Base):
     __tablename__ = "gpu_types"
+    __table_args__ = (UniqueConstraint("tenant", "name"),)
     spec: Mapped[GpuSpec] = mapped_column(SpecJSON(GpuSpec), nullable=False)
 
 
 class ModelSpecRow(SpecRecord, Base):
     __tablename__ = "model_specs"
+    __table_args__ = (UniqueConstraint("tenant", "name"),)
     spec: Mapped[ModelSpec] = mapped_column(SpecJSON(ModelSpec), nullable=False)
 
 
 class ClusterSpecRow(SpecRecord, Base):
     __tablename__ = "cluster_specs"
+    __table_args__ = (UniqueConstraint("tenant", "name"),)
     spec: Mapped[ClusterSpec] = mapped_column(SpecJSON(ClusterSpec), nullable=False)
 
 
 # Searches and their results -------------------------------------------------------------------
-class SearchRow(Base):
+class SearchRow(TenantOwned, Base):
     """A plan search: a queue entry claimed by a worker through its lease, and its progress."""
 
     __tablename__ = "searches"
@@ -193,8 +219,18 @@ class SearchRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error: Mapped[str | None] = mapped_column(Text)
+    # The API key that submitted it (per-key submission limits count these).
+    api_key_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("api_keys.id", ondelete="SET NULL")
+    )
+    # Webhook: POSTed a signed payload when the search ends (``app.webhooks``). The secret is
+    # kept because signing needs it; the API never returns it.
+    callback_url: Mapped[str | None] = mapped_column(Text)
+    callback_secret: Mapped[str | None] = mapped_column(String(200))
 
     __table_args__ = (
+        Index("ix_searches_tenant_created_at", "tenant", "created_at"),
+        Index("ix_searches_api_key_id_created_at", "api_key_id", "created_at"),
         # The claim query: oldest queued search of the highest priority.
         Index("ix_searches_status_priority_created_at", "status", "priority", "created_at"),
         # The takeover query: running searches whose lease ran out.
@@ -202,7 +238,7 @@ class SearchRow(Base):
     )
 
 
-class CalibrationRow(Base):
+class CalibrationRow(TenantOwned, Base):
     """Fitted efficiency parameters (``costmodel.EfficiencyParams``), versioned by name."""
 
     __tablename__ = "calibrations"
@@ -220,10 +256,10 @@ class CalibrationRow(Base):
     inputs: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument())
     created_at: Mapped[datetime] = _created_at()
 
-    __table_args__ = (UniqueConstraint("name", "version"),)
+    __table_args__ = (UniqueConstraint("tenant", "name", "version"),)
 
 
-class PlanRow(Base):
+class PlanRow(TenantOwned, Base):
     """One ranked plan of a search, with the estimate it was ranked by."""
 
     __tablename__ = "plans"
@@ -262,7 +298,7 @@ class PlanRow(Base):
 
 
 # Measurements ---------------------------------------------------------------------------------
-class ProfileRow(Base):
+class ProfileRow(TenantOwned, Base):
     """Raw micro-benchmark output (GEMM sweeps, nccl-tests, layer timings) from one device."""
 
     __tablename__ = "profiles"
@@ -279,7 +315,7 @@ class ProfileRow(Base):
     __table_args__ = (Index("ix_profiles_kind_device", "kind", "device"),)
 
 
-class ObservationRow(Base):
+class ObservationRow(TenantOwned, Base):
     """A measured training step: what was run (specs + plan) and what it achieved."""
 
     __tablename__ = "observations"
@@ -305,4 +341,70 @@ class ObservationRow(Base):
     __table_args__ = (
         Index("ix_observations_plan_id", "plan_id"),
         Index("ix_observations_source", "source"),
+    )
+
+
+# Access control, idempotency, webhooks ---------------------------------------------------------
+class ApiKeyRow(Base):
+    """A bearer token of one tenant. Only its SHA-256 is stored: a token is 32 random bytes, so a
+    fast hash is enough (no dictionary to attack, unlike a password) and lookup is one index."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = _id_column()
+    tenant: Mapped[str] = mapped_column(String(TENANT_LENGTH), nullable=False)
+    name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    # The token's first characters, shown by ``autopar keys list`` to tell keys apart.
+    prefix: Mapped[str] = mapped_column(String(32), nullable=False)
+    key_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    # Searches this key may submit per minute; None: the server's default.
+    searches_per_minute: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created_at()
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class IdempotencyKeyRow(Base):
+    """A creating POST replayed by its ``Idempotency-Key``: the same key and request answer the
+    stored response again; the same key with another request is a 409."""
+
+    __tablename__ = "idempotency_keys"
+
+    id: Mapped[str] = _id_column()
+    tenant: Mapped[str] = mapped_column(String(TENANT_LENGTH), nullable=False)
+    key: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    # SHA-256 of method, path and body: what "the same request" means.
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    # None while the first request with this key is still being answered.
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    response: Mapped[Any | None] = mapped_column(JSONDocument())
+    location: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+
+    __table_args__ = (UniqueConstraint("tenant", "key"),)
+
+
+class WebhookDeliveryRow(TenantOwned, Base):
+    """One webhook of a search's end, and how delivering it went (the delivery log)."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[str] = _id_column()
+    search_id: Mapped[str] = mapped_column(
+        String(ID_LENGTH), ForeignKey("searches.id", ondelete="CASCADE"), nullable=False
+    )
+    event: Mapped[str] = mapped_column(String(32), nullable=False)
+    url: Mapped[str] = mapped_column(Text, nullable=False)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONDocument(), nullable=False)
+    # pending -> delivered | failed (retries exhausted)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Every attempt: time, HTTP status or error, duration.
+    log: Mapped[list[dict[str, Any]]] = mapped_column(JSONDocument(), nullable=False, default=list)
+    created_at: Mapped[datetime] = _created_at()
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_search_id", "search_id"),
     )

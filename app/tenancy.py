@@ -1,0 +1,59 @@
+"""Tenant isolation in one place: a request's session carries its tenant, and every ORM query it
+runs -- selects, ``session.get``, bulk updates and deletes -- is limited to that tenant's rows
+(plus the shared presets for the spec tables), so no service can forget the filter. New rows
+take the session's tenant. Sessions without a tenant (workers, the CLI) see every row.
+
+Another tenant's row is therefore simply not there: the API answers 404, as for an unknown id.
+The mechanism is SQLAlchemy's documented global-criteria recipe (``do_orm_execute`` +
+``with_loader_criteria``).
+"""
+
+from typing import Any
+
+from sqlalchemy import event, or_
+from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
+
+from app.orm import SpecRecord, TenantOwned
+
+_TENANT_KEY = "autopar_tenant"
+
+
+def scope_to_tenant(session: Session, tenant: str) -> None:
+    """From now on ``session`` reads and writes only ``tenant``'s rows (and reads presets)."""
+    session.info[_TENANT_KEY] = tenant
+
+
+def tenant_of(session: Session) -> str | None:
+    """The tenant ``session`` is scoped to; None for an unscoped (worker, CLI) session."""
+    return session.info.get(_TENANT_KEY)
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _limit_to_tenant(state: ORMExecuteState) -> None:
+    tenant = tenant_of(state.session)
+    if tenant is None or not (state.is_select or state.is_update or state.is_delete):
+        return
+    if state.is_column_load or state.is_relationship_load:
+        return  # the parent row was already filtered
+    state.statement = state.statement.options(
+        with_loader_criteria(
+            TenantOwned, lambda table: table.tenant == tenant, include_aliases=True
+        ),
+        with_loader_criteria(
+            SpecRecord,
+            lambda table: or_(table.tenant == tenant, table.tenant.is_(None)),
+            include_aliases=True,
+        ),
+    )
+
+
+@event.listens_for(Session, "before_flush")
+def _stamp_new_rows(session: Session, _context: Any, _instances: Any) -> None:
+    tenant = tenant_of(session)
+    if tenant is None:
+        return
+    for row in session.new:
+        if isinstance(row, SpecRecord) and row.is_preset:
+            continue
+        if isinstance(row, TenantOwned | SpecRecord):
+            row.tenant = tenant
