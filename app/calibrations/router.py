@@ -7,6 +7,7 @@ from app.calibrations.schemas import CalibrationCreate, CalibrationPage, Calibra
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
+from app.idempotency import IdempotencyDep, create_once
 
 router = APIRouter(prefix="/v1/calibrations", tags=["calibration"])
 
@@ -22,7 +23,7 @@ KeyPath = Annotated[
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_calibration(
-    request: CalibrationCreate, session: SessionDep, response: Response
+    request: CalibrationCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
 ) -> Any:
     """Fit the cost model's efficiency parameters to stored profiles and observed steps and
     store them as the name's next version, with the error per source before and after
@@ -31,9 +32,13 @@ async def create_calibration(
     Data the fit cannot stand behind (too few points, contradicting samples, parameters pushed
     past physical bounds) is refused with a 422 ``calibration_refused`` and nothing is stored.
     """
-    record = await run_in_session(service.create_calibration, session, request=request)
-    response.headers["Location"] = f"{router.prefix}/{record.id}"
-    return record
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.create_calibration(db, request=request),
+        location=lambda record: f"{router.prefix}/{record.id}",
+    )
 
 
 @router.get("", response_model=CalibrationPage, responses=error_responses(422))

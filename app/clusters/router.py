@@ -7,6 +7,7 @@ from app.clusters.schemas import ClusterPage, ClusterRecord
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery, PresetQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
+from app.idempotency import IdempotencyDep, create_once
 from costmodel.specs import ClusterSpec
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
@@ -20,12 +21,18 @@ KeyPath = Annotated[str, Path(max_length=200, description="Id or name (presets i
     response_model=ClusterRecord,
     responses=error_responses(400, 409, 413, 422),
 )
-async def create_cluster(spec: ClusterSpec, session: SessionDep, response: Response) -> Any:
+async def create_cluster(
+    spec: ClusterSpec, session: SessionDep, response: Response, idempotency: IdempotencyDep
+) -> Any:
     """Store a cluster spec under its ``name``; GPU types must be in the catalog (GET /v1/gpus)
     or given inline."""
-    row = await run_in_session(service.create_cluster, session, spec=spec)
-    response.headers["Location"] = f"{router.prefix}/{row.id}"
-    return row
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.create_cluster(db, spec=spec),
+        location=lambda row: f"{router.prefix}/{row.id}",
+    )
 
 
 @router.get("", response_model=ClusterPage, responses=error_responses(422))

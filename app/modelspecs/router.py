@@ -1,10 +1,12 @@
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response, status
+from sqlalchemy.orm import Session
 
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery, PresetQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
+from app.idempotency import IdempotencyDep, create_once
 from app.modelspecs import service
 from app.modelspecs.schemas import ImportedModelRecord, ModelPage, ModelRecord
 from costmodel.specs import ModelSpec
@@ -20,11 +22,17 @@ KeyPath = Annotated[str, Path(max_length=200, description="Id or name (presets i
     response_model=ModelRecord,
     responses=error_responses(400, 409, 413, 422),
 )
-async def create_model(spec: ModelSpec, session: SessionDep, response: Response) -> Any:
+async def create_model(
+    spec: ModelSpec, session: SessionDep, response: Response, idempotency: IdempotencyDep
+) -> Any:
     """Store a model spec under its ``name`` (unique, presets included)."""
-    row = await run_in_session(service.create_model, session, spec=spec)
-    response.headers["Location"] = f"{router.prefix}/{row.id}"
-    return row
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.create_model(db, spec=spec),
+        location=lambda row: f"{router.prefix}/{row.id}",
+    )
 
 
 @router.post(
@@ -37,6 +45,7 @@ async def import_hf_model(
     config: Annotated[dict[str, Any], Body(description="A Hugging Face config.json document.")],
     session: SessionDep,
     response: Response,
+    idempotency: IdempotencyDep,
     name: Annotated[
         str | None,
         Query(min_length=1, max_length=200, description="Default: from _name_or_path."),
@@ -44,10 +53,19 @@ async def import_hf_model(
 ) -> Any:
     """Convert a Hugging Face ``config.json`` into a model spec and store it; ``warnings`` say
     what of the config the cost model does not price exactly."""
-    row, warnings = await run_in_session(service.import_hf_model, session, config=config, name=name)
-    response.headers["Location"] = f"{router.prefix}/{row.id}"
-    record = ModelRecord.model_validate(row, from_attributes=True)
-    return ImportedModelRecord(**record.model_dump(), warnings=warnings)
+
+    def create(db: Session) -> ImportedModelRecord:
+        row, warnings = service.import_hf_model(db, config=config, name=name)
+        record = ModelRecord.model_validate(row, from_attributes=True)
+        return ImportedModelRecord(**record.model_dump(), warnings=warnings)
+
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        create,
+        location=lambda record: f"{router.prefix}/{record.id}",
+    )
 
 
 @router.get("", response_model=ModelPage, responses=error_responses(422))

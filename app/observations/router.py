@@ -5,6 +5,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
+from app.idempotency import IdempotencyDep, create_once
 from app.observations import service
 from app.observations.schemas import (
     ObservationCreate,
@@ -23,16 +24,24 @@ ObservationIdPath = Annotated[str, Path(max_length=200, description="Observation
     "/plans/{plan_id}/observations",
     status_code=status.HTTP_201_CREATED,
     response_model=ObservationRecord,
-    responses=error_responses(400, 404, 413, 422),
+    responses=error_responses(400, 404, 409, 413, 422),
 )
 async def observe_plan(
-    plan_id: PlanIdPath, request: PlanObservationCreate, session: SessionDep, response: Response
+    plan_id: PlanIdPath,
+    request: PlanObservationCreate,
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
 ) -> Any:
     """Report how a stored plan really ran (step time or tokens/s, peak memory). The answer
     shows the plan's predicted step time next to the measured one; calibrations fit to it."""
-    record = await run_in_session(service.observe_plan, session, plan_id=plan_id, request=request)
-    response.headers["Location"] = f"{router.prefix}/observations/{record.id}"
-    return record
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.observe_plan(db, plan_id=plan_id, request=request),
+        location=lambda record: f"{router.prefix}/observations/{record.id}",
+    )
 
 
 @router.get(
@@ -53,16 +62,20 @@ async def plan_observations(
     "/observations",
     status_code=status.HTTP_201_CREATED,
     response_model=ObservationRecord,
-    responses=error_responses(400, 413, 422),
+    responses=error_responses(400, 409, 413, 422),
 )
 async def create_observation(
-    request: ObservationCreate, session: SessionDep, response: Response
+    request: ObservationCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
 ) -> Any:
     """Report a run that was not planned here: its model, training, cluster and plan (given as
     in ``POST /v1/estimate``) and what it measured."""
-    record = await run_in_session(service.create_observation, session, request=request)
-    response.headers["Location"] = f"{router.prefix}/observations/{record.id}"
-    return record
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.create_observation(db, request=request),
+        location=lambda record: f"{router.prefix}/observations/{record.id}",
+    )
 
 
 @router.get("/observations", response_model=ObservationPage, responses=error_responses(422))

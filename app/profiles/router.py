@@ -5,6 +5,7 @@ from fastapi import APIRouter, Path, Response, status
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
+from app.idempotency import IdempotencyDep, create_once
 from app.profiles import service
 from app.profiles.schemas import ProfileCreate, ProfilePage, ProfileRecord
 
@@ -17,14 +18,20 @@ ProfileIdPath = Annotated[str, Path(max_length=200, description="Profile id.")]
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=ProfileRecord,
-    responses=error_responses(400, 413, 422),
+    responses=error_responses(400, 409, 413, 422),
 )
-async def create_profile(request: ProfileCreate, session: SessionDep, response: Response) -> Any:
+async def create_profile(
+    request: ProfileCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
+) -> Any:
     """Store a machine profile: the JSON ``autopar profile`` wrote, or nccl-tests output
     (``all_reduce_perf`` and friends) to parse. ``POST /v1/calibrations`` fits to it."""
-    record = await run_in_session(service.create_profile, session, request=request)
-    response.headers["Location"] = f"{router.prefix}/{record.id}"
-    return record
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.create_profile(db, request=request),
+        location=lambda record: f"{router.prefix}/{record.id}",
+    )
 
 
 @router.get("", response_model=ProfilePage, responses=error_responses(422))

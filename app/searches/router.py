@@ -5,6 +5,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
+from app.idempotency import IdempotencyDep, create_once
 from app.searches import service
 from app.searches.schemas import (
     SearchCreate,
@@ -23,17 +24,23 @@ SearchIdPath = Annotated[str, Path(max_length=200, description="Search id.")]
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=SearchRecord,
-    responses=error_responses(400, 413, 422),
+    responses=error_responses(400, 409, 413, 422),
 )
-async def create_search(request: SearchCreate, session: SessionDep, response: Response) -> Any:
+async def create_search(
+    request: SearchCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
+) -> Any:
     """Queue a plan search; a worker runs it. Follow it at the ``Location`` returned.
 
     Every reason the search cannot run (a cluster too small for the model, a batch size no
     layout divides, constraints that leave no plan, a zero budget) is a 422 naming the field.
     """
-    record = await run_in_session(service.create_search, session, request=request)
-    response.headers["Location"] = f"{router.prefix}/{record.id}"
-    return record
+    return await create_once(
+        idempotency,
+        session,
+        response,
+        lambda db: service.create_search(db, request=request),
+        location=lambda record: f"{router.prefix}/{record.id}",
+    )
 
 
 @router.get("", response_model=SearchPage, responses=error_responses(422))
