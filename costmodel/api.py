@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from costmodel.context import ModelContext
 from costmodel.explain import explain_homogeneous
+from costmodel.goodput import homogeneous_goodput
 from costmodel.gpu_defaults import default_params
 from costmodel.heterogeneous import estimate_heterogeneous
 from costmodel.homogeneous import evaluate_homogeneous, plan_arrays
@@ -84,8 +85,11 @@ def estimate_many(
     Returns arrays of length N: feasible (bool), violations (bitmask of
     ``costmodel.feasibility.Violation``), num_gpus, microbatches, step_time_s, tokens_per_s,
     tokens_per_s_per_gpu, peak_memory_gib, capacity_gib, mfu, hfu, usd_per_hour and
-    usd_per_million_tokens (NaN without a price), time_to_train_s (NaN without train_tokens),
-    and the step-time parts pipeline_s, bubble_s, dp_comm_exposed_s, optimizer_s.
+    usd_per_million_tokens (NaN without a price), the step-time parts pipeline_s, bubble_s,
+    dp_comm_exposed_s, optimizer_s, and goodput (``costmodel.goodput``): goodput,
+    effective_tokens_per_s, checkpoint_interval_s, checkpoint_gib_per_gpu,
+    checkpoint_total_gib, interruptions and time_to_train_s (NaN without train_tokens),
+    usd_to_train and usd_per_million_effective_tokens (NaN without a price).
     """
     model = _as(ModelSpec, model)
     training = _as(TrainingSpec, training)
@@ -111,6 +115,11 @@ def estimate_many(
             for start in range(0, size, _CHUNK)
         ]
         arrays = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-    train_tokens = training.train_tokens if training.train_tokens is not None else np.nan
-    arrays["time_to_train_s"] = train_tokens / arrays["tokens_per_s"]
+    homogeneous_goodput(
+        arrays,
+        node_group.gpus_per_node,
+        node_group.reliability_or_default,
+        training.checkpoint,
+        training.train_tokens,
+    )
     return arrays

@@ -7,6 +7,7 @@ import numpy as np
 from costmodel.context import ModelContext
 from costmodel.feasibility import describe
 from costmodel.frameworks import launchable_by, why_not
+from costmodel.goodput import goodput_estimate, goodput_warnings, homogeneous_goodput
 from costmodel.hardware import resolve_gpu
 from costmodel.hardware_arrays import mfu_peak_tflops
 from costmodel.homogeneous import HomogeneousResult, plan_arrays
@@ -95,6 +96,14 @@ def explain_homogeneous(
     ctx: ModelContext,
     result: HomogeneousResult,
 ) -> Estimate:
+    homogeneous_goodput(
+        result.arrays,
+        group.gpus_per_node,
+        group.reliability_or_default,
+        training.checkpoint,
+        training.train_tokens,
+    )
+    goodput = goodput_estimate(result.arrays, 0)
     arrays = {name: values[0] for name, values in result.arrays.items()}
     gpu = resolve_gpu(group.gpu)
     kinds = _kinds(result.stages)  # first, middle, last
@@ -200,12 +209,14 @@ def explain_homogeneous(
         time_breakdown_s=breakdown,
         usd_per_hour=usd_per_hour,
         usd_per_million_tokens=finite_or_none(float(arrays["usd_per_million_tokens"])),
-        time_to_train_s=(
-            training.train_tokens / tokens_per_s if training.train_tokens is not None else None
-        ),
+        time_to_train_s=finite_or_none(float(arrays["time_to_train_s"])),
+        effective_tokens_per_s=float(arrays["effective_tokens_per_s"]),
+        usd_to_train=finite_or_none(float(arrays["usd_to_train"])),
+        goodput=goodput,
         total_params=total,
         active_params=active,
-        warnings=homogeneous_warnings(model, group, plan),
+        warnings=homogeneous_warnings(model, group, plan)
+        + goodput_warnings(goodput, training.checkpoint.strategy),
         framework=training.framework,
         launchable_by=launchable_by(columns),
         idle_gpus=int(arrays["idle_gpus"]),

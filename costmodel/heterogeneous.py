@@ -24,6 +24,14 @@ from costmodel.explain import finite_or_none, memory_of, time_breakdown
 from costmodel.feasibility import Violation, describe
 from costmodel.flops import is_moe_layer, model_flops_per_token
 from costmodel.frameworks import FRAMEWORK_NAMES, why_not
+from costmodel.goodput import (
+    GoodputInputs,
+    combined_reliability,
+    finish_arrays,
+    goodput_estimate,
+    goodput_warnings,
+    price_goodput,
+)
 from costmodel.gpu_defaults import default_params
 from costmodel.hardware import group_links_GBps, peak_tflops, resolve_gpu
 from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_tflops
@@ -369,6 +377,10 @@ def estimate_heterogeneous(
     idle_gpus = sum(group.num_gpus for group, _ in used_groups.values()) - sum(
         p.tp * p.dp * plan.cp for p in flat
     )
+    goodput_arrays = _goodput_arrays(
+        training, flat, used_groups, plan.cp, costs, step, tokens_per_s, usd_per_hour
+    )
+    goodput = goodput_estimate(goodput_arrays, 0)
     slow_index = critical * pp + int(np.argmax(per_mb[critical]))
     breakdown = time_breakdown(
         {name: float(getattr(costs, name)[slow_index]) for name in StageCosts.__dataclass_fields__},
@@ -438,17 +450,69 @@ def estimate_heterogeneous(
         usd_per_million_tokens=(
             finite_or_none(usd_per_hour / 3600.0 / tokens_per_s * 1e6) if usd_per_hour else None
         ),
-        time_to_train_s=(
-            training.train_tokens / tokens_per_s if training.train_tokens is not None else None
-        ),
+        time_to_train_s=finite_or_none(float(goodput_arrays["time_to_train_s"][0])),
+        effective_tokens_per_s=float(goodput_arrays["effective_tokens_per_s"][0]),
+        usd_to_train=finite_or_none(float(goodput_arrays["usd_to_train"][0])),
+        goodput=goodput,
         total_params=total,
         active_params=active,
-        warnings=warnings,
+        warnings=warnings + goodput_warnings(goodput, training.checkpoint.strategy),
         notes=notes,
         framework=training.framework,
         launchable_by=launchable,
         idle_gpus=max(idle_gpus, 0),
     )
+
+
+def _goodput_arrays(
+    training: TrainingSpec,
+    flat: list[Placement],
+    used_groups: dict[str, tuple[NodeGroup, float | None]],
+    cp: int,
+    costs: StageCosts,
+    step_s: float,
+    tokens_per_s: float,
+    usd_per_hour: float | None,
+) -> dict[str, np.ndarray]:
+    """Goodput of a heterogeneous plan (``costmodel.goodput``): the job's nodes in every
+    group it uses, their combined reliability, its largest checkpoint shard per GPU."""
+    gpus_in = {name: 0 for name in used_groups}
+    for placement in flat:
+        gpus_in[placement.group.name] += placement.tp * placement.dp * cp
+    job_nodes = {
+        name: -(-gpus_in[name] // group.gpus_per_node) for name, (group, _) in used_groups.items()
+    }
+    groups = [group for group, _ in used_groups.values()]
+    gpus = np.array([p.tp * p.dp * cp for p in flat], dtype=float)
+    write = np.asarray(costs.checkpoint_write_gib, dtype=float).reshape(-1)
+    write = np.broadcast_to(write, gpus.shape) if write.size == 1 else write
+    load = np.asarray(costs.checkpoint_held_gib, dtype=float).reshape(-1)
+    inputs = GoodputInputs(
+        step_time_s=np.array([step_s]),
+        job_nodes=np.array([sum(job_nodes.values())]),
+        idle_nodes=np.array([sum(g.num_nodes - job_nodes[g.name] for g in groups)]),
+        gpus_per_node=max(g.gpus_per_node for g in groups),
+        write_gib_per_gpu=np.array([write.max()]),
+        load_gib_per_gpu=np.array([load.max()]),
+        total_gib=np.array([float((write * gpus).sum())]),
+        inter_node_GBps_per_gpu=np.array(
+            [min(group_links_GBps(g)[1] for g in groups)], dtype=float
+        ),
+    )
+    reliability = combined_reliability(
+        [(g.reliability_or_default, job_nodes[g.name]) for g in groups]
+    )
+    arrays = {
+        "tokens_per_s": np.array([tokens_per_s]),
+        "usd_per_hour": np.array([usd_per_hour if usd_per_hour is not None else np.nan]),
+        "job_nodes": inputs.job_nodes,
+        "checkpoint_gib_per_gpu": inputs.write_gib_per_gpu,
+        "checkpoint_load_gib_per_gpu": inputs.load_gib_per_gpu,
+        "checkpoint_total_gib": inputs.total_gib,
+    }
+    parts = price_goodput(inputs, reliability, training.checkpoint)
+    finish_arrays(arrays, parts, training.train_tokens)
+    return arrays
 
 
 def _price(

@@ -162,6 +162,34 @@ def plan_arrays(plan: Plan) -> dict[str, np.ndarray]:
     return {name: np.array([value], dtype=np.int64) for name, value in values.items()}
 
 
+def checkpoint_arrays(
+    kinds: Any,
+    costs: StageCosts,
+    weights: tuple[np.ndarray, np.ndarray, np.ndarray],
+    pp: np.ndarray,
+    num_gpus: np.ndarray,
+    group: NodeGroup,
+) -> dict[str, np.ndarray]:
+    """Checkpoint sizes (``stage.state.checkpoint_bytes``) and the nodes a plan occupies."""
+    write = kinds(costs.checkpoint_write_gib)
+    load = kinds(costs.checkpoint_held_gib)
+    middle = pp > 2
+    per_stage_gpus = num_gpus / pp
+    total = (weights[0] * write[0] + weights[1] * write[1] + weights[2] * write[2]) * per_stage_gpus
+    job_nodes = -(-num_gpus // group.gpus_per_node)
+    return {
+        "checkpoint_gib_per_gpu": np.maximum(
+            np.maximum(write[0], write[2]), np.where(middle, write[1], 0.0)
+        ),
+        "checkpoint_load_gib_per_gpu": np.maximum(
+            np.maximum(load[0], load[2]), np.where(middle, load[1], 0.0)
+        ),
+        "checkpoint_total_gib": total,
+        "job_nodes": job_nodes,
+        "idle_nodes": np.maximum(group.num_nodes - job_nodes, 0),
+    }
+
+
 def evaluate_homogeneous(
     model: ModelSpec,
     ctx: ModelContext,
@@ -327,6 +355,8 @@ def evaluate_homogeneous(
         "idle_gpus": idle_gpus,
         "usd_per_million_tokens": usd_per_hour / 3600.0 / tokens_per_s * 1e6,
     }
+    arrays.update(checkpoint_arrays(kinds, costs, weights, pp, num_gpus, group))
+    arrays["inter_node_GBps"] = np.full(n, hw.inter_Bps[0] / 1e9)
     arrays["first_stage_layers"] = split[0]
     arrays["middle_stage_layers"] = split[1]
     arrays["last_stage_layers"] = split[2]

@@ -37,15 +37,31 @@ class Metric:
 TOKENS_PER_S = Metric("tokens_per_s", "maximize")
 USD_PER_M_TOKENS = Metric("usd_per_million_tokens", "minimize")
 TIME_TO_TRAIN = Metric("time_to_train_s", "minimize")
+# Goodput (costmodel.goodput): tokens/s x the share of wall time failures, checkpoints and
+# restarts leave to kept steps, and the $ per million of those tokens.
+EFFECTIVE_TOKENS_PER_S = Metric("effective_tokens_per_s", "maximize")
+USD_PER_M_EFFECTIVE_TOKENS = Metric("usd_per_million_effective_tokens", "minimize")
 
 OBJECTIVE_METRICS: dict[str, tuple[Metric, ...]] = {
     "throughput": (TOKENS_PER_S,),
     "cost": (USD_PER_M_TOKENS,),
     "time_to_train": (TIME_TO_TRAIN,),
     "pareto": (TOKENS_PER_S, USD_PER_M_TOKENS),
+    "goodput": (EFFECTIVE_TOKENS_PER_S,),
+    "pareto_goodput": (EFFECTIVE_TOKENS_PER_S, USD_PER_M_EFFECTIVE_TOKENS),
 }
 # Figures kept for every evaluated plan (ranking, reports, the service's plan columns).
-REPORTED = ("tokens_per_s", "usd_per_million_tokens", "time_to_train_s", "step_time_s", "mfu")
+REPORTED = (
+    "tokens_per_s",
+    "usd_per_million_tokens",
+    "time_to_train_s",
+    "step_time_s",
+    "mfu",
+    "goodput",
+    "effective_tokens_per_s",
+    "usd_per_million_effective_tokens",
+    "checkpoint_interval_s",
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,16 @@ def metrics_of_estimate(estimate: Estimate) -> dict[str, float]:
         "step_time_s": estimate.step_time_s,
         "mfu": estimate.mfu,
         "peak_memory_gib": estimate.peak_memory_gib,
+        "goodput": number(estimate.goodput.goodput if estimate.goodput else None),
+        "effective_tokens_per_s": number(estimate.effective_tokens_per_s),
+        "usd_per_million_effective_tokens": number(
+            estimate.usd_per_million_tokens / estimate.goodput.goodput
+            if estimate.goodput and estimate.usd_per_million_tokens is not None
+            else None
+        ),
+        "checkpoint_interval_s": number(
+            estimate.goodput.checkpoint_interval_s if estimate.goodput else None
+        ),
     }
 
 

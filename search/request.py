@@ -40,9 +40,16 @@ from search.constraints import (
 from search.objectives import DEFAULT_MAX_MEMORY_FRACTION
 from search.space import check_space
 
-Objective = Literal["throughput", "cost", "time_to_train", "pareto"]
+Objective = Literal["throughput", "cost", "time_to_train", "pareto", "goodput", "pareto_goodput"]
 Sampler = Literal["auto", "exhaustive", "tpe", "nsga2", "random"]
-OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time_to_train", "pareto")
+OBJECTIVES: tuple[str, ...] = (
+    "throughput",
+    "cost",
+    "time_to_train",
+    "pareto",
+    "goodput",
+    "pareto_goodput",
+)
 SAMPLERS: tuple[str, ...] = ("auto", "exhaustive", "tpe", "nsga2", "random")
 
 
@@ -69,7 +76,10 @@ class SearchRequest(BaseModel):
         default="throughput",
         description=(
             "throughput: max tokens/s; cost: min $ per million tokens; time_to_train: min time "
-            "for training.train_tokens; pareto: throughput vs cost, the front is returned."
+            "for training.train_tokens; pareto: throughput vs cost, the front is returned; "
+            "goodput: max effective tokens/s (tokens/s x goodput: failures, checkpoints and "
+            "restarts priced, costmodel.goodput); pareto_goodput: effective tokens/s vs $ per "
+            "million effective tokens."
         ),
     )
     sampler: Sampler = Field(
@@ -205,7 +215,7 @@ class SearchRequest(BaseModel):
     def _check_objective(self) -> None:
         if self.objective == "time_to_train" and self.training.train_tokens is None:
             raise ValueError("objective: time_to_train needs training.train_tokens")
-        if self.objective in ("cost", "pareto"):
+        if self.objective in ("cost", "pareto", "pareto_goodput"):
             for group in self.search_groups:
                 gpu = resolve_gpu(group.gpu)
                 if group.price_per_gpu_hour is None and gpu.price_per_gpu_hour is None:

@@ -3,6 +3,7 @@
 from pydantic import Field, model_validator
 
 from costmodel.specs.base import Spec
+from costmodel.specs.reliability import DEFAULT_RELIABILITY, ReliabilitySpec
 
 
 class GpuSpec(Spec):
@@ -46,10 +47,19 @@ class NodeGroup(Spec):
     )
     zone: str = Field(default="default", min_length=1, max_length=100)
     price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e4)
+    reliability: ReliabilitySpec | None = Field(
+        default=None,
+        description="Failure rates, restart and checkpoint storage of these nodes; default: "
+        "the Llama 3 405B run's (costmodel.specs.reliability).",
+    )
 
     @property
     def num_gpus(self) -> int:
         return self.num_nodes * self.gpus_per_node
+
+    @property
+    def reliability_or_default(self) -> ReliabilitySpec:
+        return self.reliability if self.reliability is not None else DEFAULT_RELIABILITY
 
 
 class ZoneLink(Spec):

@@ -58,6 +58,65 @@ class StageEstimate(Result):
     capacity_gib: float
 
 
+class LostTime(Result):
+    """Where the wall time that trains nothing goes (shares of wall time, or seconds)."""
+
+    checkpoint_writes: float = Field(description="Training stalled by checkpoint saves.")
+    recomputed: float = Field(
+        description="Steps redone after a failure: work since the last durable checkpoint."
+    )
+    restarts: float = Field(
+        description="Restarts: requeue and init, checkpoint load, waits for a replacement node."
+    )
+
+
+class GoodputEstimate(Result):
+    """Failures, checkpoints and restarts priced for one plan (``costmodel.goodput``)."""
+
+    goodput: float = Field(description="Share of wall time spent on steps that are kept.")
+    checkpoint_strategy: str = Field(
+        description="The strategy priced: the one asked for, or sync when it cannot run."
+    )
+    job_nodes: int
+    hot_spare_nodes: int = Field(description="Idle nodes of the group used as hot spares.")
+    mtbf_s: float | None = Field(
+        default=None,
+        description="Mean time between unplanned job interruptions (no failures: None).",
+    )
+    checkpoint_gib_per_gpu: float = Field(
+        description="Largest share of the checkpoint one GPU writes (weights + optimizer states, "
+        "deduplicated over replicas: fully parallel save)."
+    )
+    checkpoint_total_gib: float = Field(description="The whole checkpoint, every shard once.")
+    checkpoint_load_gib_per_gpu: float = Field(
+        description="What one GPU loads on restart: its weights and optimizer states."
+    )
+    checkpoint_write_s: float = Field(description="Time to make one checkpoint durable.")
+    checkpoint_exposed_s: float = Field(
+        description="Training stall per checkpoint (= write for sync; the host copy otherwise)."
+    )
+    checkpoint_load_s: float
+    checkpoint_interval_s: float | None = Field(
+        default=None,
+        description="Compute time between checkpoints: optimal (Daly 2006) unless set.",
+    )
+    restart_s: float = Field(description="Expected downtime per unplanned interruption.")
+    lost_work_per_failure_s: float = Field(
+        description="Expected work redone per unplanned interruption."
+    )
+    host_memory_gib_per_node: float = Field(
+        description="Host memory the strategy holds per node (staging buffer, in-memory copies)."
+    )
+    interruptions: float | None = Field(
+        default=None, description="Expected interruptions over training.train_tokens."
+    )
+    unplanned_interruptions: float | None = None
+    lost_share: LostTime = Field(description="Shares of wall time; they add up to 1 - goodput.")
+    lost_time_s: LostTime | None = Field(
+        default=None, description="Seconds over training.train_tokens."
+    )
+
+
 class Estimate(Result):
     feasible: bool
     reasons: list[str] = Field(default_factory=list)
@@ -74,7 +133,18 @@ class Estimate(Result):
     time_breakdown_s: TimeBreakdown
     usd_per_hour: float | None = None
     usd_per_million_tokens: float | None = None
-    time_to_train_s: float | None = None
+    time_to_train_s: float | None = Field(
+        default=None,
+        description="Wall time for training.train_tokens at effective_tokens_per_s: "
+        "failures, checkpoints and restarts included.",
+    )
+    effective_tokens_per_s: float | None = Field(
+        default=None, description="tokens_per_s x goodput: the tokens/s a run really keeps."
+    )
+    usd_to_train: float | None = Field(
+        default=None, description="usd_per_hour x time_to_train_s (goodput included)."
+    )
+    goodput: GoodputEstimate | None = None
     total_params: int | None = Field(
         default=None, description="Every weight of the model (costmodel.flops.total_params)."
     )

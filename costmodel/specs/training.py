@@ -6,6 +6,7 @@ from pydantic import Field
 
 from costmodel.frameworks import Framework
 from costmodel.specs.base import Spec
+from costmodel.specs.reliability import CheckpointSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
 
@@ -54,4 +55,8 @@ class TrainingSpec(Spec):
     dropout: bool = Field(
         default=False,
         description="Dropout layers present (GPT-3/Megatron 2021); modern LLMs train without.",
+    )
+    checkpoint: CheckpointSpec = Field(
+        default_factory=CheckpointSpec,
+        description="Checkpoint strategy, interval and hot spares (goodput, costmodel.goodput).",
     )

@@ -27,7 +27,7 @@ from costmodel.stage.inputs import (
 )
 from costmodel.stage.optimizer import optimizer_step_s
 from costmodel.stage.pipeline_sends import pp_comm_s
-from costmodel.stage.state import stage_params, state_bytes
+from costmodel.stage.state import checkpoint_bytes, stage_params, state_bytes
 from costmodel.stage.tensor_parallel import tp_comm_s
 
 __all__ = [
@@ -61,6 +61,7 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
     )
     activations = activation_memory(ctx, st, tokens)
     other_B = other_memory_B(ctx, st, held)
+    checkpoint = checkpoint_bytes(ctx, st, held)
     return StageCosts(
         forward_s=compute.forward_s,
         backward_s=compute.backward_s,
@@ -82,4 +83,6 @@ def stage_costs(ctx: ModelContext, st: StageInputs, hw: Hardware) -> StageCosts:
         inflight_layers=activations.inflight_layers,
         other_gib=ctx.params.framework_memory_gib + other_B / GIB,
         hardware_flops=hardware_flops_per_microbatch(ctx, st, tokens),
+        checkpoint_held_gib=checkpoint.held_B / GIB,
+        checkpoint_write_gib=checkpoint.written_B / GIB,
     )

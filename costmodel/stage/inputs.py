@@ -88,6 +88,8 @@ class StageCosts:
     inflight_activations_gib: Array  # the part of activations that scales with in-flight layers
     inflight_layers: Array
     hardware_flops: Array  # per micro-batch, incl. recompute (for HFU)
+    checkpoint_held_gib: Array  # weights + optimizer states one GPU loads on restart
+    checkpoint_write_gib: Array  # its share of the unique checkpoint (fully parallel save)
 
     @property
     def per_microbatch_s(self) -> Array:

@@ -98,3 +98,32 @@ def state_bytes(ctx: ModelContext, st: StageInputs, held: StageParams) -> StateB
         optimizer_B=np.where(st.offload_optimizer > 0, 0.0, ctx.optimizer_bytes * optimizer_params),
         optimizer_params=optimizer_params,
     )
+
+
+@dataclass
+class CheckpointBytes:
+    """One GPU's part of a checkpoint: weights and optimizer states (no gradients)."""
+
+    held_B: Array  # what the GPU holds under its ZeRO stage: what it loads on restart
+    written_B: Array  # its share of the unique checkpoint (fully parallel save)
+
+
+def checkpoint_bytes(ctx: ModelContext, st: StageInputs, held: StageParams) -> CheckpointBytes:
+    """Checkpoint bytes per GPU, from the same parameter counts as the state memory.
+
+    A checkpoint holds the weights and the optimizer states (Megatron's distributed checkpoint:
+    the low-precision weights plus fp32 master, m and v; an offloaded optimizer is saved all
+    the same). Replicated state is written once: distributed checkpointing splits each shard's
+    replicas' write among them (Megatron-Core ``--ckpt-fully-parallel-save``, PyTorch DCP's
+    deduplication), so a GPU writes its stage's unique bytes over every data-parallel rank.
+    """
+    zero = st.zero_stage
+    held_B = ctx.weight_bytes * held.sharded_at(3, zero) + ctx.optimizer_bytes * held.sharded_at(
+        1, zero
+    )
+    unique_params = (held.replicated / held.shard + held.experts / held.expert_shard) / np.maximum(
+        held.replicas, 1.0
+    )
+    return CheckpointBytes(
+        held_B=held_B, written_B=(ctx.weight_bytes + ctx.optimizer_bytes) * unique_params
+    )
