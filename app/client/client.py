@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from app.calibrations.schemas import CalibrationCreate, CalibrationPage, CalibrationRecord
 from app.client.errors import (
@@ -64,9 +65,15 @@ def _segment(value: str) -> str:
     return quote(value, safe="@")
 
 
-def _body(model: BaseModel) -> Any:
+def _body(model: BaseModel) -> dict[str, Any]:
     # Only what the caller set: the service fills the defaults, as for any other client.
-    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    body = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    # Write-only fields (a webhook secret) are excluded from dumps so that no answer echoes
+    # them, but a request must carry them.
+    for name, field in type(model).model_fields.items():
+        if field.exclude and name in model.model_fields_set:
+            body[field.alias or name] = to_jsonable_python(getattr(model, name))
+    return body
 
 
 class AutoparClient:

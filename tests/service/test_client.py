@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from http_server import free_port, scripted_server, serve_app
+from pydantic import BaseModel, Field
 from search_helpers import EXHAUSTIVE
 
 from app.client import (
@@ -19,6 +20,7 @@ from app.client import (
     UnexpectedResponseError,
     WaitTimeoutError,
 )
+from app.client.client import _body
 from app.estimates.schemas import EstimateRequest
 from app.profiles.schemas import ProfileCreate
 from app.searches.schemas import SearchCreate, SearchRecord
@@ -222,3 +224,13 @@ def test_an_unreachable_service_is_one_error_after_the_retries() -> None:
         autopar.get_search("0" * 32)
     assert len(pauses) == 3
     assert str(unreachable.value).startswith(f"cannot reach the autopar service at {url}: ")
+
+
+def test_write_only_fields_are_sent() -> None:
+    class WithSecret(BaseModel):
+        name: str
+        secret: str | None = Field(default=None, exclude=True)
+        unset: int = 3
+
+    assert _body(WithSecret(name="n", secret="s" * 16)) == {"name": "n", "secret": "s" * 16}
+    assert _body(WithSecret(name="n")) == {"name": "n"}
