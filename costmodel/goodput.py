@@ -36,7 +36,7 @@ GIB = float(1024**3)
 STRATEGY_CODES = {"sync": 0, "async": 1, "in_memory": 2}
 STRATEGY_NAMES = {code: name for name, code in STRATEGY_CODES.items()}
 _MAX_EXPONENT = 700.0  # e^700 ~ 1e304: keeps a hopeless plan's goodput tiny, not NaN
-_NEWTON_STEPS = 8
+_NEWTON_STEPS = 12
 
 
 @dataclass
@@ -69,13 +69,18 @@ def daly_interval_s(delta_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
 
 def optimal_interval_s(delta_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
     """The tau minimizing Daly's T(tau) / tau exactly: Newton on ln(1 - x) + x + d = 0
-    (x = tau / M, d = delta / M), started from Daly's higher-order estimate."""
-    d = np.asarray(delta_s, dtype=float) / mtbf_s
-    x = np.clip(daly_interval_s(delta_s, mtbf_s) / mtbf_s, 1e-12, 1.0 - 1e-12)
+    (x = tau / M, d = delta / M), started from Daly's higher-order estimate and kept within
+    the root's bounds 1 - e^-d <= x <= 1 - e^-(1+d) (h is concave: from the right, Newton
+    converges monotonically)."""
+    # Past d = 30 the root is 1 - e^-31 (tau = M) to double precision: solve there instead.
+    d = np.minimum(np.asarray(delta_s, dtype=float) / mtbf_s, 30.0)
+    lower = np.maximum(-np.expm1(-d), 1e-300)
+    upper = -np.expm1(-1.0 - d)
+    x = np.clip(daly_interval_s(delta_s, mtbf_s) / mtbf_s, lower, upper)
     for _ in range(_NEWTON_STEPS):
         value = np.log1p(-x) + x + d
         slope = -x / (1.0 - x)
-        x = np.clip(x - value / np.minimum(slope, -1e-300), 1e-15, 1.0 - 1e-12)
+        x = np.clip(x - value / np.minimum(slope, -1e-300), lower, upper)
     return x * mtbf_s
 
 
@@ -84,9 +89,9 @@ def segment_wall_s(
 ) -> np.ndarray:
     """Daly (2006) eq. 13: expected wall time to complete ``interval_s`` of compute and its
     checkpoint under exponential failures (MTBF ``mtbf_s``), ``restart_s`` per failure."""
-    restart = np.minimum(restart_s / mtbf_s, _MAX_EXPONENT)
     segment = np.minimum((interval_s + delta_s) / mtbf_s, _MAX_EXPONENT)
-    return mtbf_s * np.exp(restart) * np.expm1(segment)
+    exponent = np.asarray(restart_s) / mtbf_s + np.log(np.expm1(segment))
+    return mtbf_s * np.exp(np.minimum(exponent, _MAX_EXPONENT))
 
 
 def _poisson_at_least(count: np.ndarray, mean: np.ndarray) -> np.ndarray:
