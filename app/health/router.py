@@ -1,6 +1,6 @@
 from fastapi import APIRouter
 
-from app.db import SessionDep, run_in_session
+from app.db import PublicSessionDep, run_in_session
 from app.errors import error_responses
 from app.health import service
 from app.health.schemas import Health, Version
@@ -9,11 +9,11 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health, responses=error_responses(503))
-async def healthz(session: SessionDep) -> Health:
+async def healthz(session: PublicSessionDep) -> Health:
     """200 when the API and its database answer; 503 otherwise."""
     return await run_in_session(service.check_health, session)
 
 
 @router.get("/v1/version", response_model=Version)
-async def version(session: SessionDep) -> Version:
+async def version(session: PublicSessionDep) -> Version:
     return await run_in_session(service.version_info, session)

@@ -25,6 +25,7 @@ def store_ranking(
     ranked_plans: Sequence[RankedPlan],
     unranked_plans: Sequence[RankedPlan] = (),
     calibration_id: str | None = None,
+    tenant: str,
 ) -> dict[str, PlanRow]:
     """Make ``ranked_plans`` the search's ranking, keyed by plan hash.
 
@@ -43,7 +44,7 @@ def store_ranking(
     for found, rank in [*((p, p.rank) for p in ranked_plans), *((p, None) for p in unranked_plans)]:
         if found.plan_hash in rows:
             continue
-        row = existing.get(found.plan_hash) or PlanRow(search_id=search_id)
+        row = existing.get(found.plan_hash) or PlanRow(search_id=search_id, tenant=tenant)
         _fill(row, found, rank)
         row.calibration_id = calibration_id
         session.add(row)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -61,10 +62,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``autopar serve`` on a fresh SQLite database, its embedded worker running searches."""
-    folder = tmp_path_factory.mktemp("dashboard-server")
+@contextmanager
+def serving(folder: Path, **settings: str) -> Iterator[str]:
+    """``autopar serve`` on a fresh SQLite database in ``folder``, its embedded worker running
+    searches; ``settings`` are extra ``AUTOPAR_*`` variables. Yields the base URL."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     executable = Path(sys.executable).parent / "autopar"
@@ -75,6 +76,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "AUTOPAR_PORT": str(port),
         "AUTOPAR_WORKER_POLL_S": "0.2",
         "AUTOPAR_LOG_LEVEL": "warning",
+        **{f"AUTOPAR_{key.upper()}": value for key, value in settings.items()},
     }
     log = (folder / "serve.log").open("wb")
     process = subprocess.Popen(
@@ -106,6 +108,13 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard under test, with access control off (no API key exists)."""
+    with serving(tmp_path_factory.mktemp("dashboard-server")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -159,8 +159,12 @@ def test_two_workers_on_one_study_agree_on_one_ranking(live: Live) -> None:
     results.sort(key=lambda result: result.trials or 0)
     assert results[-1].trials == len(finished)
     with live.sessions() as session:
-        first = store_ranking(session, search_id=search["id"], ranked_plans=results[0].plans)
-        second = store_ranking(session, search_id=search["id"], ranked_plans=results[1].plans)
+        first = store_ranking(
+            session, search_id=search["id"], ranked_plans=results[0].plans, tenant="default"
+        )
+        second = store_ranking(
+            session, search_id=search["id"], ranked_plans=results[1].plans, tenant="default"
+        )
         session.commit()
         rows = session.scalars(select(PlanRow).where(PlanRow.search_id == search["id"])).all()
     assert len(rows) == len({row.plan_hash for row in rows}) == len(values)

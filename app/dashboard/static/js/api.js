@@ -17,8 +17,28 @@ export class ApiError extends Error {
   }
 }
 
+// The API key (bearer token) of this browser tab's user, when the server asks for one. Kept in
+// sessionStorage: it ends with the tab and is never written into a URL or a page.
+const KEY_STORAGE = "autopar.apiKey";
+
+export function apiKey() {
+  return sessionStorage.getItem(KEY_STORAGE);
+}
+
+export function setApiKey(key) {
+  if (key) sessionStorage.setItem(KEY_STORAGE, key);
+  else sessionStorage.removeItem(KEY_STORAGE);
+  document.dispatchEvent(new CustomEvent("autopar:key-changed"));
+}
+
+/** Request headers that carry the key (for callers that fetch documents themselves). */
+export function authHeaders() {
+  const key = apiKey();
+  return key ? { authorization: `Bearer ${key}` } : {};
+}
+
 async function request(method, path, body, { signal } = {}) {
-  const headers = { accept: "application/json" };
+  const headers = { accept: "application/json", ...authHeaders() };
   const init = { method, headers, signal };
   if (body !== undefined) {
     headers["content-type"] = "application/json";
@@ -38,6 +58,10 @@ async function request(method, path, body, { signal } = {}) {
     data = text ? JSON.parse(text) : null;
   } catch {
     data = response.ok ? text : null; // a text document (an export, a script) as it is
+  }
+  if (response.status === 401) {
+    // The server wants a key (or refused this one): the top bar asks for it.
+    document.dispatchEvent(new CustomEvent("autopar:unauthorized"));
   }
   if (!response.ok) {
     const info = data && data.error ? data.error : {};

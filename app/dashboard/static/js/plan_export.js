@@ -14,10 +14,20 @@ const FORMATS = [
   ["kubernetes", null, "Kubeflow PyTorchJob and TrainJob"],
 ];
 
+// With an API key, a plain link would arrive without it (401): fetch the document with the key
+// and open it from memory instead.
+async function openWithKey(event, href) {
+  if (!api.apiKey()) return;
+  event.preventDefault();
+  const response = await fetch(href, { headers: api.authHeaders() });
+  const blob = new Blob([await response.text()], { type: "text/plain" });
+  window.open(URL.createObjectURL(blob), "_blank");
+}
+
 function link(planId, format, description, launchable) {
   const href = api.url(`/v1/plans/${planId}/export?format=${encodeURIComponent(format)}`);
   const item = launchable
-    ? h("a", { href, "data-format": format }, format)
+    ? h("a", { href, "data-format": format, onclick: (event) => openWithKey(event, href) }, format)
     : h("span", { class: "muted", "data-format": format, title: "no framework that can run this plan writes it" }, format);
   return h("li", {}, item, ` — ${description}`);
 }
