@@ -31,6 +31,7 @@ from app.presets.service import sync_catalog
 from app.profiles.router import router as profiles_router
 from app.searches.router import router as searches_router
 from app.settings import Settings
+from app.webhooks.router import router as webhooks_router
 from app.workers.embedded import EmbeddedWorker
 from app.workers.service import WorkerOptions
 
@@ -93,6 +94,7 @@ def create_app(
         presets_router,
         estimates_router,
         searches_router,
+        webhooks_router,
         plans_router,
         profiles_router,
         observations_router,
@@ -114,5 +116,9 @@ def _embedded_worker(settings: Settings, engine: Engine | None) -> EmbeddedWorke
     return EmbeddedWorker(
         session_factory=make_session_factory(engine),
         database_url=settings.database_url,
-        options=WorkerOptions(lease_s=settings.worker_lease_s, poll_s=settings.worker_poll_s),
+        options=WorkerOptions(
+            lease_s=settings.worker_lease_s,
+            poll_s=settings.worker_poll_s,
+            webhook_secret=settings.webhook_secret,
+        ),
     )

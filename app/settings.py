@@ -60,3 +60,14 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(
         default=1.0, gt=0, le=300, description="Pause between looks at an empty search queue."
     )
+    webhook_secret: str | None = Field(
+        default=None,
+        min_length=16,
+        max_length=200,
+        repr=False,
+        description=(
+            "Key that signs the webhooks of searches submitted without their own "
+            "callback_secret. Workers sign when they send, so `autopar worker` processes need "
+            "it too."
+        ),
+    )

@@ -39,7 +39,10 @@ def worker_command(
         ),
     ] = None,
     once: Annotated[
-        bool, typer.Option(help="Run at most one search, then exit (cron jobs, tests).")
+        bool,
+        typer.Option(
+            help="Run at most one search, try the due webhooks once, then exit (cron jobs, tests)."
+        ),
     ] = False,
 ) -> None:
     """Run searches queued by the API: any number of workers on any machines may share one
@@ -68,12 +71,14 @@ def worker_command(
             options=WorkerOptions(
                 lease_s=lease_s or settings.worker_lease_s,
                 poll_s=poll_s or settings.worker_poll_s,
+                webhook_secret=settings.webhook_secret,
             ),
         )
         logger.info("worker %s on %s", worker.worker_id, redact(url))
         if once:
             search_id = worker.run_once()
             print(f"ran search {search_id}" if search_id else "no search queued")
+            worker.deliver_webhooks()  # due ones, its own included: one attempt each
             return
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -1,6 +1,6 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
@@ -27,18 +27,26 @@ SearchIdPath = Annotated[str, Path(max_length=200, description="Search id.")]
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_search(
-    request: SearchCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
+    request: SearchCreate,
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
+    http_request: Request,
 ) -> Any:
     """Queue a plan search; a worker runs it. Follow it at the ``Location`` returned.
 
     Every reason the search cannot run (a cluster too small for the model, a batch size no
     layout divides, constraints that leave no plan, a zero budget) is a 422 naming the field.
+
+    With ``callback_url``, its end (succeeded, failed, cancelled) is POSTed there as a signed
+    webhook; ``GET /v1/searches/{id}/deliveries`` shows how sending it went.
     """
+    signs = http_request.app.state.settings.webhook_secret is not None
     return await create_once(
         idempotency,
         session,
         response,
-        lambda db: service.create_search(db, request=request),
+        lambda db: service.create_search(db, request=request, server_signs_webhooks=signs),
         location=lambda record: f"{router.prefix}/{record.id}",
     )
 

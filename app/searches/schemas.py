@@ -1,8 +1,9 @@
 import copy
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic.fields import FieldInfo
 
 from app.common.pagination import PageMeta
@@ -14,6 +15,7 @@ from search.request import Objective, Sampler, SearchRequest
 
 SearchStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: tuple[str, ...] = ("succeeded", "failed", "cancelled")
+MAX_CALLBACK_URL_LENGTH = 2000
 
 
 def _as_in_search_request(name: str) -> Any:
@@ -52,6 +54,51 @@ class SearchCreate(SpecReferences):
         description="Price plans with this calibration (id, name@version, or name for its "
         "latest version); default: the uncalibrated model. Its plans record it.",
     )
+    callback_url: str | None = Field(
+        default=None,
+        max_length=MAX_CALLBACK_URL_LENGTH,
+        description="An http(s) URL POSTed a signed webhook when the search succeeds, fails or "
+        "is cancelled (see GET /v1/searches/{id}/deliveries); needs callback_secret or the "
+        "server's AUTOPAR_WEBHOOK_SECRET.",
+    )
+    # Write-only: excluded from dumps and never part of a response (SearchRecord has no such
+    # field); stored because every attempt is signed with it.
+    callback_secret: str | None = Field(
+        default=None,
+        min_length=16,
+        max_length=200,
+        exclude=True,
+        repr=False,
+        description="Key of the webhooks' HMAC-SHA256 signature (write-only); default: the "
+        "server's AUTOPAR_WEBHOOK_SECRET.",
+        json_schema_extra={"writeOnly": True, "format": "password"},
+    )
+
+    @field_validator("callback_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return check_callback_url(value)
+
+
+def check_callback_url(url: str) -> str:
+    """An absolute http or https URL with a host, or a ValueError saying what it lacks."""
+    if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+        raise ValueError("must not contain whitespace or control characters")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed IPv6 bracket, ...
+        raise ValueError(f"not a URL: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError("must be an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError("must name a host")
+    try:
+        parts.port  # noqa: B018 -- parsing it is the check
+    except ValueError as exc:
+        raise ValueError(f"bad port: {exc}") from None
+    return url
 
 
 # The SearchRequest fields SearchCreate passes through unchanged (the rest are the specs, and
@@ -133,6 +180,9 @@ class SearchRecord(BaseModel):
     )
     calibration_id: str | None = Field(
         default=None, description="The calibration its plans are priced with (null: none)."
+    )
+    callback_url: str | None = Field(
+        default=None, description="Where its end is POSTed (webhook); its secret is not shown."
     )
     model_id: str | None = Field(default=None, description="Stored model it was given as.")
     cluster_id: str | None = Field(default=None, description="Stored cluster it was given as.")

@@ -35,15 +35,20 @@ from app.searches.schemas import (
     SearchProgress,
     SearchRecord,
 )
+from app.webhooks.outbox import enqueue_search_end
 from costmodel.params import EfficiencyParams
 from search import SearchRequest
 
 
-def create_search(session: Session, *, request: SearchCreate) -> SearchRecord:
+def create_search(
+    session: Session, *, request: SearchCreate, server_signs_webhooks: bool = False
+) -> SearchRecord:
     """Validate the request into a ``SearchRequest`` (every reason it cannot run is a 422) and
-    queue it; a worker picks it up."""
+    queue it; a worker picks it up. ``server_signs_webhooks``: the server has a webhook secret
+    (``AUTOPAR_WEBHOOK_SECRET``) for a ``callback_url`` given without ``callback_secret``."""
     begin_write(session)
     require_storable(request.model_dump(exclude_none=True))
+    _check_callback(request, server_signs_webhooks=server_signs_webhooks)
     specs = resolve_specs(session, references=request)
     calibration = (
         resolve_calibration(session, key=request.calibration, field="calibration")
@@ -68,6 +73,8 @@ def create_search(session: Session, *, request: SearchCreate) -> SearchRecord:
         n_trials=search_request.trials,
         timeout_s=search_request.timeout_s,
         optuna_study_name=repository.study_name_for(search_id),
+        callback_url=request.callback_url,
+        callback_secret=request.callback_secret,
     )
     repository.add(session, row)
     session.commit()
@@ -98,15 +105,26 @@ def cancel_search(session: Session, *, search_id: str) -> SearchRecord:
     if not looks_like_id(search_id):
         raise _not_found(search_id)
     begin_write(session)
-    if repository.cancel_queued(session, search_id=search_id, now=utcnow()) or (
-        repository.request_cancel(session, search_id=search_id)
-    ):
+    now = utcnow()
+    if repository.cancel_queued(session, search_id=search_id, now=now):
+        notify_search_end(session, search_id=search_id, now=now)  # with the cancellation
         session.commit()
+        return to_record(_get_row(session, search_id), now=utcnow())
+    if repository.request_cancel(session, search_id=search_id):
+        session.commit()  # its worker ends it, and sends the webhook then
         return to_record(_get_row(session, search_id), now=utcnow())
     row = _get_row(session, search_id)
     if row.status != "cancelled":
         raise ConflictError(f"search '{row.id}' has already {row.status}; nothing to cancel")
     return to_record(row, now=utcnow())
+
+
+def notify_search_end(session: Session, *, search_id: str, now: datetime) -> None:
+    """Queue the webhook of a search that has just ended (its status changed in this session's
+    open transaction, which the caller commits), if it has a ``callback_url``."""
+    row = repository.get(session, search_id=search_id)
+    if row is not None and row.callback_url is not None:
+        enqueue_search_end(session, search=row, record=to_record(row, now=now), now=now)
 
 
 def search_plans(session: Session, *, search_id: str) -> SearchPlans:
@@ -160,6 +178,7 @@ def to_record(row: SearchRow, *, now: datetime) -> SearchRecord:
         heartbeat_at=row.heartbeat_at,
         attempts=row.attempts,
         calibration_id=row.calibration_id,
+        callback_url=row.callback_url,
         model_id=row.model_id,
         cluster_id=row.cluster_id,
         created_at=row.created_at,
@@ -181,6 +200,21 @@ def _not_found(search_id: str) -> NotFoundError:
 
 
 # Validation ------------------------------------------------------------------------------------
+def _check_callback(request: SearchCreate, *, server_signs_webhooks: bool) -> None:
+    if request.callback_secret is not None:
+        if request.callback_url is None:
+            raise InvalidInputError.at(
+                "callback_secret", "only signs webhooks: give callback_url too, or leave it out"
+            )
+        require_storable(request.callback_secret, prefix=("callback_secret",))
+    elif request.callback_url is not None and not server_signs_webhooks:
+        raise InvalidInputError.at(
+            "callback_url",
+            "no secret to sign its webhooks with: give callback_secret (16 to 200 characters); "
+            "this server has no AUTOPAR_WEBHOOK_SECRET",
+        )
+
+
 def _search_request(
     request: SearchCreate, specs: ResolvedSpecs, *, params: EfficiencyParams | None
 ) -> SearchRequest:

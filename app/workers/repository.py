@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.db import begin_write
 from app.orm import SearchRow, UTCDateTime, utcnow
+from app.searches.service import notify_search_end
 
 # A search whose worker died this many times is failed rather than handed to the next worker
 # (a request that kills its worker, e.g. out of memory, would otherwise loop forever).
@@ -94,7 +95,7 @@ def claim_next(
 
 
 def _fail_abandoned(session: Session, now: datetime) -> None:
-    session.execute(
+    failed = session.scalars(
         update(SearchRow)
         .where(_abandoned(now))
         .values(
@@ -105,8 +106,11 @@ def _fail_abandoned(session: Session, now: datetime) -> None:
             lease_owner=None,
             lease_expires_at=None,
         )
+        .returning(SearchRow.id)
         .execution_options(synchronize_session=False)
-    )
+    ).all()
+    for search_id in failed:  # their webhooks, committed with the claim
+        notify_search_end(session, search_id=search_id, now=now)
 
 
 def _owned(search_id: str, worker_id: str) -> Any:

@@ -6,7 +6,7 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import optuna
 from pydantic import ValidationError
@@ -14,10 +14,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.orm import SearchRow
+from app.orm import SearchRow, utcnow
 from app.plans import repository as plans
 from app.searches.progress import StoredProgress, primary_metric
 from app.searches.schemas import SearchOutcome
+from app.searches.service import notify_search_end
+from app.webhooks.dispatcher import WebhookDispatcher
+from app.webhooks.sender import DeliveryPolicy, WebhookSender
 from app.workers import repository
 from app.workers.lease import LeaseKeeper
 from app.workers.progress import ProgressTracker
@@ -37,6 +40,13 @@ class WorkerOptions:
     heartbeat_s: float | None = None
     """Between lease renewals (and progress writes, and cancel checks); default lease_s / 4,
     at most 5 s."""
+
+    webhooks: DeliveryPolicy = field(default_factory=DeliveryPolicy)
+    """Sending the searches' webhooks: attempts, backoff, timeout."""
+    webhook_secret: str | None = field(default=None, repr=False)
+    """Signs the webhooks of searches without their own secret (AUTOPAR_WEBHOOK_SECRET)."""
+    webhook_poll_s: float | None = None
+    """Between looks for due webhooks; default poll_s."""
 
     @property
     def heartbeat_interval_s(self) -> float:
@@ -96,22 +106,51 @@ class SearchWorker:
         self.worker_id = worker_id or new_worker_id()
         self._stopping = threading.Event()
         self._storage_ready = False
+        self._sender: WebhookSender | None = None
 
     def stop(self) -> None:
         """Finish soon: the current search stops at its next batch and goes back to the queue."""
         self._stopping.set()
 
     def run_forever(self) -> None:
+        """Run searches until stopped, and send due webhooks meanwhile in a thread of their own
+        (a slow receiver must not hold up the searches)."""
         logger.info("worker %s polling for searches", self.worker_id)
-        while not self._stopping.is_set():
-            try:
-                worked = self.run_once()
-            except Exception:  # the database is away, ...: log, wait, try again
-                logger.exception("worker %s: claiming a search failed", self.worker_id)
-                worked = None
-            if worked is None:
-                self._stopping.wait(self.options.poll_s)
+        dispatcher = WebhookDispatcher(
+            self._webhook_sender(),
+            poll_s=self.options.webhook_poll_s or self.options.poll_s,
+            name=f"autopar-webhooks-{self.worker_id[-6:]}",
+        )
+        dispatcher.start()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    worked = self.run_once()
+                except Exception:  # the database is away, ...: log, wait, try again
+                    logger.exception("worker %s: claiming a search failed", self.worker_id)
+                    worked = None
+                if worked is None:
+                    self._stopping.wait(self.options.poll_s)
+        finally:
+            dispatcher.stop()
+            self._webhook_sender().close()
+            self._sender = None
         logger.info("worker %s stopped", self.worker_id)
+
+    def deliver_webhooks(self) -> int:
+        """One pass over the due webhooks (``run_forever`` makes them continually); the
+        attempts made."""
+        return self._webhook_sender().deliver_due(should_stop=self._stopping.is_set)
+
+    def _webhook_sender(self) -> WebhookSender:
+        # Made on first use: most workers a test makes never send anything.
+        if self._sender is None:
+            self._sender = WebhookSender(
+                session_factory=self.session_factory,
+                policy=self.options.webhooks,
+                default_secret=self.options.webhook_secret,
+            )
+        return self._sender
 
     def run_once(self) -> str | None:
         """Claim one search and run it to the end; its id, or None when the queue was empty."""
@@ -270,6 +309,7 @@ class SearchWorker:
             repository.set_progress(
                 session, search_id=row.id, progress=progress.model_dump(mode="json")
             )
+            notify_search_end(session, search_id=row.id, now=utcnow())
             session.commit()
         if batch is not None:
             batch.confirm()
@@ -286,6 +326,7 @@ class SearchWorker:
             if repository.finish(
                 session, search_id=row.id, worker_id=self.worker_id, status="failed", error=error
             ):
+                notify_search_end(session, search_id=row.id, now=utcnow())
                 batch = _write_last_trials(session, study, row.id)
                 session.commit()
                 if batch is not None:
