@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from costmodel import ClusterSpec, ModelSpec, TrainingSpec, estimate, estimate_many
+from costmodel import ClusterSpec, Estimate, ModelSpec, TrainingSpec, estimate, estimate_many
 from costmodel.catalog import load_spec
 from costmodel.flops import total_params
 from costmodel.goodput import (
@@ -350,3 +350,44 @@ def test_kokolis_projected_mttf(gpus: int, published_h: float) -> None:
     assert mttf_h(1_024) == pytest.approx(16 * mttf_h(gpus), rel=1e-9)
     # Within an order of magnitude of the 7.9 h cited for 1,024-GPU jobs.
     assert 7.9 / 10 < mttf_h(1_024) < 7.9 * 10
+
+
+# Searches -------------------------------------------------------------------------------------
+def test_goodput_objective_picks_another_plan_on_a_large_cluster() -> None:
+    """On 2,048 DGX H100 nodes, raw throughput uses every node; goodput leaves idle nodes as
+    hot spares (no wait for a replacement node) and trains sooner."""
+    from search import run_search
+    from search.request import SearchRequest
+
+    def best(objective: str) -> Estimate:
+        request = SearchRequest(
+            model=load_spec("model", "llama3-70b"),
+            training=TrainingSpec(seq_length=8192, global_batch_size=1024, train_tokens=1.5e13),
+            cluster=ClusterSpec(groups=[{"name": "h100", "gpu": "H100-80GB", "num_nodes": 2048}]),
+            objective=objective,
+            sampler="exhaustive",
+            top_k=1,
+            constraints={"cp": 1, "ep": 1, "vpp": 1},
+        )
+        plan = run_search(request).plans[0].plan
+        return estimate(request.model, request.training, request.cluster, plan)
+
+    fastest, kept = best("throughput"), best("goodput")
+    assert fastest.tokens_per_s > kept.tokens_per_s
+    assert kept.effective_tokens_per_s > fastest.effective_tokens_per_s
+    assert kept.time_to_train_s < fastest.time_to_train_s
+    assert kept.num_gpus < fastest.num_gpus
+    assert kept.goodput.hot_spare_nodes > 0 == fastest.goodput.hot_spare_nodes
+
+
+def test_cli_report_shows_goodput() -> None:
+    from rich.console import Console
+
+    from app.cli.estimate_cmd import render_estimate
+
+    result = estimate(MODEL, TRAINING, CLUSTER, {"dp": 16, "tp": 8, "pp": 2, "micro_batch_size": 1})
+    console = Console(width=160, record=True)
+    console.print(render_estimate(result))
+    text = console.export_text()
+    for label in ("Goodput", "checkpoint every", "interruptions", "lost time", "$ to train"):
+        assert label in text

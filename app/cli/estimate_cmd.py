@@ -171,6 +171,39 @@ def _cost(result: Estimate) -> Table:
     table.add_row("$/hour", _number(result.usd_per_hour, ",.2f"))
     table.add_row("$/M tokens", _number(result.usd_per_million_tokens, ",.4f"))
     table.add_row("time to train", _duration(result.time_to_train_s))
+    table.add_row("$ to train", _number(result.usd_to_train, ",.0f"))
+    return table
+
+
+def _goodput(result: Estimate) -> Table:
+    """Failures, checkpoints and restarts (``costmodel.goodput``)."""
+    goodput = result.goodput
+    table = _key_value_table("Goodput")
+    if goodput is None:
+        return table
+    lost = goodput.lost_share
+    table.add_row("goodput", f"{goodput.goodput:.2%}")
+    table.add_row("effective tokens/s", _number(result.effective_tokens_per_s, ",.0f"))
+    table.add_row(
+        "checkpoint",
+        f"{goodput.checkpoint_strategy}, {goodput.checkpoint_total_gib:,.1f} GiB in total, "
+        f"{goodput.checkpoint_gib_per_gpu:,.2f} GiB per GPU; write "
+        f"{_duration(goodput.checkpoint_write_s)}, stall {_duration(goodput.checkpoint_exposed_s)}"
+        f", load {_duration(goodput.checkpoint_load_s)}",
+    )
+    table.add_row("checkpoint every", _duration(goodput.checkpoint_interval_s))
+    table.add_row("job MTBF", _duration(goodput.mtbf_s))
+    table.add_row(
+        "per failure",
+        f"restart {_duration(goodput.restart_s)}, redo {_duration(goodput.lost_work_per_failure_s)}"
+        f" ({goodput.hot_spare_nodes} hot spare nodes)",
+    )
+    table.add_row("interruptions", _number(goodput.interruptions, ",.0f"))
+    table.add_row(
+        "lost time",
+        f"checkpoint writes {lost.checkpoint_writes:.2%}, recomputed steps "
+        f"{lost.recomputed:.2%}, restarts {lost.restarts:.2%}",
+    )
     return table
 
 
@@ -192,6 +225,8 @@ def render_estimate(result: Estimate, *, title: str = "Estimate") -> Group:
     if 1 < len(result.per_stage) <= _MAX_STAGE_ROWS:
         parts.append(_stages(result))
     parts.append(_cost(result))
+    if result.goodput is not None:
+        parts.append(_goodput(result))
     spaced: list[Table | Text] = []
     for part in parts:
         spaced.extend([part, Text("")])
