@@ -21,6 +21,7 @@ def _register_commands() -> None:
         profile_cmd,
         search_cmd,
         serve_cmd,
+        submit_cmd,
         validate_cmd,
         worker_cmd,
     )
