@@ -17,10 +17,11 @@ import httpx
 import pytest
 from api_helpers import asgi_client, assert_error, error_fields
 from search_helpers import EXHAUSTIVE, Live, wait_for
-from sqlalchemy import update
+from sqlalchemy import delete, select, update
 
+from app.auth import create_key
 from app.main import create_app
-from app.orm import SearchRow, WebhookDeliveryRow, utcnow
+from app.orm import ApiKeyRow, SearchRow, WebhookDeliveryRow, utcnow
 from app.settings import Settings
 from app.webhooks import repository as deliveries
 from app.webhooks.sender import DeliveryPolicy
@@ -434,6 +435,42 @@ def test_two_workers_never_send_one_delivery_twice(live: Live, receiver: Receive
 
 
 # The API --------------------------------------------------------------------------------------
+@pytest.fixture
+def tenant_keys(live: Live) -> Iterator[dict[str, str]]:
+    """API keys of two tenants (access control on), removed afterwards (off again)."""
+    with live.sessions() as session:
+        _, acme = create_key(session, tenant="acme")
+        _, globex = create_key(session, tenant="globex")
+    try:
+        yield {"acme": acme, "globex": globex}
+    finally:
+        with live.sessions() as session:
+            session.execute(delete(ApiKeyRow))
+            session.commit()
+
+
+def test_a_delivery_belongs_to_its_searchs_tenant(
+    live: Live, receiver: Receiver, tenant_keys: dict[str, str]
+) -> None:
+    acme = {"Authorization": f"Bearer {tenant_keys['acme']}"}
+    globex = {"Authorization": f"Bearer {tenant_keys['globex']}"}
+    created = live.http.post("/v1/searches", json=with_callback(receiver.url), headers=acme)
+    assert created.status_code == 202, created.text
+    search_id = created.json()["id"]
+    worker = make_worker(live, "w1")
+    assert worker.run_once() == search_id
+    with live.sessions() as session:
+        [row] = session.scalars(
+            select(WebhookDeliveryRow).where(WebhookDeliveryRow.search_id == search_id)
+        ).all()
+        assert row.tenant == "acme"
+    path = f"/v1/searches/{search_id}/deliveries"
+    assert live.http.get(path, headers=acme).json()["items"][0]["id"] == row.id
+    assert_error(live.http.get(path, headers=globex), 404, "not_found")
+    assert_error(live.http.post(f"{path}/{row.id}/retry", headers=globex), 404, "not_found")
+    assert_error(live.http.get(path), 401, "unauthorized")
+
+
 def test_deliveries_of_unknown_searches_are_404_and_of_others_empty(live: Live) -> None:
     assert_error(live.http.get("/v1/searches/nope/deliveries"), 404, "not_found")
     unknown = "0123456789abcdef0123456789abcdef"
