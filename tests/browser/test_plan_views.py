@@ -124,3 +124,36 @@ def test_a_calibration_shows_what_it_changed(
     (source,) = observed_sources
     assert drawn(scatter, f"{source} · before") == drawn(scatter, f"{source} · after") == runs
     screenshot(page, artifacts, "calibration")
+
+
+def test_a_plan_shows_its_goodput(
+    page: Page, base_url: str, api: httpx.Client, artifacts: Path
+) -> None:
+    """The goodput panel: goodput, checkpoint interval, interruptions, where lost time goes."""
+    created = api.post(
+        "/v1/searches",
+        json={
+            "preset": "gpt-1.7b",
+            "training": {"seq_length": 2048, "global_batch_size": 64, "train_tokens": 1e11},
+            "cluster_id": "dgx-a100-8n",
+            "objective": "goodput",
+            "sampler": "exhaustive",
+            "top_k": 1,
+            "name": "browser: goodput",
+        },
+    )
+    assert created.status_code == 202, created.text
+    search = wait_for_search(api, created.json()["id"])
+    assert search["status"] == "succeeded", search
+    record = api.get(f"/v1/searches/{search['id']}/plans").json()["items"][0]
+    goodput = record["estimate"]["goodput"]
+
+    page.goto(f"{base_url}/plans/{record['id']}")
+    panel = page.locator("#goodput")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".metric").first).to_contain_text(f"{goodput['goodput'] * 100:.1f}%")
+    expect(panel).to_contain_text("Checkpoint every")
+    expect(panel).to_contain_text("Interruptions")
+    expect(panel.locator("#goodput-lost tbody tr")).to_have_count(3)
+    expect(panel.locator("#goodput-lost")).to_contain_text("Recomputed steps")
+    screenshot(page, artifacts, "plan-goodput")

@@ -7,6 +7,7 @@ import { renderClusterMap } from "./cluster_map.js";
 import { $, failure, fill, h, link, loading, metricCard, page } from "./dom.js";
 import * as fmt from "./format.js";
 import { renderGantt, stageLabel } from "./gantt.js";
+import { goodputContent } from "./goodput.js";
 import { renderExport } from "./plan_export.js";
 import {
   MEMORY_PARTS,
@@ -61,7 +62,7 @@ function metrics(record) {
     metricCard("Step time", fmt.seconds(e.step_time_s), record.global_batch_size ? `${fmt.count(record.global_batch_size)} sequences` : null),
     metricCard("Peak memory", fmt.gib(memory.used), memory.capacity ? `${fmt.percent(memory.fraction, 0)} of ${fmt.gib(memory.capacity)}` : null),
     metricCard("$ / M tokens", fmt.usd(e.usd_per_million_tokens), e.usd_per_hour !== null ? `${fmt.usd(e.usd_per_hour)} / hour` : "no price"),
-    metricCard("Time to train", fmt.seconds(e.time_to_train_s), null),
+    metricCard("Time to train", fmt.seconds(e.time_to_train_s), e.usd_to_train ? `${fmt.usd(e.usd_to_train)} · goodput included` : null),
     metricCard("GPUs", fmt.count(e.num_gpus), `${e.per_stage.length} stage${e.per_stage.length === 1 ? "" : "s"}`),
   );
 }
@@ -185,6 +186,11 @@ function stageTable(estimate) {
   );
 }
 
+function goodputPanel(estimate) {
+  const content = goodputContent(estimate);
+  return content ? panel("goodput", "Goodput", "failures, checkpoints and restarts priced", content) : null;
+}
+
 function parameters(estimate) {
   const counts = parameterCounts(estimate);
   if (!counts.length) return null;
@@ -227,6 +233,7 @@ async function render() {
     metrics(record),
     panel("layout", "Layout", record.calibration_id ? "priced with a calibration" : "uncalibrated cost model", planChips(record), record.calibration_id ? h("p", { class: "small" }, link(`/calibrations/${record.calibration_id}`, "the calibration")) : null),
     parameters(estimate),
+    goodputPanel(estimate),
     h(
       "div",
       { class: "grid grid-2" },
