@@ -1,4 +1,5 @@
 import copy
+import ipaddress
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -92,13 +93,29 @@ def check_callback_url(url: str) -> str:
         raise ValueError(f"not a URL: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise ValueError("must be an http:// or https:// URL")
-    if not parts.hostname:
+    host = parts.hostname
+    if not host:
         raise ValueError("must name a host")
     try:
         parts.port  # noqa: B018 -- parsing it is the check
     except ValueError as exc:
         raise ValueError(f"bad port: {exc}") from None
+    _check_host(host)
     return url
+
+
+def _check_host(host: str) -> None:
+    """A host name the sender can resolve (IDNA: no empty or over-long labels); checked here so
+    a URL that could never be sent is a 422, not a delivery that fails 12 times."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise ValueError(f"bad host name: {exc}") from None
 
 
 # The SearchRequest fields SearchCreate passes through unchanged (the rest are the specs, and

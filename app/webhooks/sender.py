@@ -137,7 +137,7 @@ class WebhookSender:
         start = time.monotonic()
         try:
             response = self._http.post(claimed.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # refused, timed out, a URL httpx rejects: a failed attempt
             error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
             return AttemptResult(None, error, time.monotonic() - start)
         return AttemptResult(response.status_code, None, time.monotonic() - start)

@@ -100,7 +100,9 @@ def closed_port_url() -> str:
 
 
 # Workers --------------------------------------------------------------------------------------
-def make_worker(live: Live, name: str, *, secret: str | None = None) -> SearchWorker:
+def make_worker(
+    live: Live, name: str, *, secret: str | None = None, policy: DeliveryPolicy = POLICY
+) -> SearchWorker:
     return SearchWorker(
         session_factory=live.sessions,
         database_url=live.url,
@@ -108,7 +110,7 @@ def make_worker(live: Live, name: str, *, secret: str | None = None) -> SearchWo
             lease_s=30.0,
             poll_s=0.05,
             heartbeat_s=0.05,
-            webhooks=POLICY,
+            webhooks=policy,
             webhook_secret=secret,
             webhook_poll_s=0.02,
         ),
@@ -376,7 +378,8 @@ def test_the_servers_secret_signs_when_the_search_has_none(live: Live, receiver:
 def test_a_slow_receiver_does_not_hold_up_the_searches(live: Live, receiver: Receiver) -> None:
     receiver.gate.clear()  # the receiver holds the first webhook until the test lets go
     first = live.submit(with_callback(receiver.url))
-    with running(make_worker(live, "w1")):
+    patient = DeliveryPolicy(max_attempts=3, timeout_s=60.0)  # the held request must not time out
+    with running(make_worker(live, "w1", policy=patient)):
         assert receiver.arrived.wait(60), "the first webhook never came"
         second = live.submit(EXHAUSTIVE)
         wait_for(lambda: live.search(second["id"])["status"] == "succeeded", "the 2nd search")
@@ -506,6 +509,8 @@ BASE: dict[str, Any] = {**EXHAUSTIVE, "callback_secret": SECRET}
         ({**BASE, "callback_url": "https://exa mple.com/"}, "callback_url", "whitespace"),
         ({**BASE, "callback_url": "https://example.com:99999/"}, "callback_url", "port"),
         ({**BASE, "callback_url": "https://[::1/"}, "callback_url", "URL"),
+        ({**BASE, "callback_url": "https://hooks..example.com/"}, "callback_url", "host"),
+        ({**BASE, "callback_url": f"https://{'a' * 64}.example.com/"}, "callback_url", "host"),
         ({**BASE, "callback_url": "https://e.com/" + "a" * 2000}, "callback_url", "2000"),
         ({**BASE, "callback_url": 42}, "callback_url", "string"),
         (
