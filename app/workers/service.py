@@ -282,6 +282,7 @@ class SearchWorker:
                 ranked_plans=ranked,
                 unranked_plans=unranked,
                 calibration_id=row.calibration_id,
+                tenant=row.tenant,
             )
             outcome = SearchOutcome(
                 sampler=result.sampler,
