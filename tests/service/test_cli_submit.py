@@ -118,10 +118,16 @@ def test_a_refused_export_exits_2_with_the_reason(
     assert "format: megatron cannot launch this plan" in line and "not_launchable" in line
 
 
-def test_bad_input_and_an_unreachable_service(served: str) -> None:
+def test_a_request_the_service_refuses_exits_2(served: str) -> None:
     unknown = submit("-m", "no-such-model", "-t", "gpt3-2k", "-c", "dgx-a100-1n", "--url", served)
     one_error(unknown, 2, "search refused: model_id")
+
+
+def test_option_mistakes_are_caught_before_any_request() -> None:
     one_error(submit(*SMALL, "--format", "slurm"), 2, "--format and --out need --wait")
     one_error(submit(*SMALL, "--wait", "--format", "docker"), 2, "--format: 'docker' is not")
+
+
+def test_an_unreachable_service_exits_5() -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     one_error(submit(*SMALL, "--url", nowhere), 5, f"cannot reach the autopar service at {nowhere}")
