@@ -11,6 +11,7 @@ from costmodel.context import ModelContext
 from costmodel.explain import explain_homogeneous
 from costmodel.goodput import homogeneous_goodput
 from costmodel.gpu_defaults import default_params
+from costmodel.hardware import precision_gap, resolve_gpu
 from costmodel.heterogeneous import estimate_heterogeneous
 from costmodel.homogeneous import evaluate_homogeneous, plan_arrays
 from costmodel.params import EfficiencyParams
@@ -34,6 +35,25 @@ def _group(cluster: ClusterSpec, name: str | None) -> NodeGroup:
         raise ValueError(f"plan.group: unknown node group '{name}'; cluster has: {names}") from None
 
 
+def _check_timeable(cluster: ClusterSpec, plan: Plan, precision: str) -> None:
+    """A plan on a GPU that lacks the training precision has no step time at all (its times
+    would be infinite or NaN): that is an error naming the GPU, not an infeasible estimate."""
+    if plan.stages is None:
+        names = {_group(cluster, plan.group).name}
+    else:
+        names = {
+            name
+            for stage in plan.stages
+            for name in (
+                [stage.group] if stage.replicas is None else [r.group for r in stage.replicas]
+            )
+        }
+    for index, group in enumerate(cluster.groups):
+        gap = precision_gap(resolve_gpu(group.gpu), precision) if group.name in names else None
+        if gap is not None:
+            raise ValueError(f"cluster.groups[{index}].gpu: {gap}")
+
+
 def estimate(
     model: ModelSpec | Mapping[str, Any],
     training: TrainingSpec | Mapping[str, Any],
@@ -49,13 +69,16 @@ def estimate(
     them, every group uses ``params``.
 
     Raises ``pydantic.ValidationError`` for malformed specs and ``ValueError`` for a plan that
-    references something the cluster lacks (unknown group or GPU); returns an Estimate with
+    references something the cluster lacks (unknown group or GPU, or a GPU without the training
+    precision: ``cluster.groups[i].gpu: V100-32GB has no BF16 tensor throughput; use fp16 ...``,
+    since such a plan has no step time); returns an Estimate with
     ``feasible=False`` and ``reasons`` for plans that are well-formed but cannot run.
     """
     model = _as(ModelSpec, model)
     training = _as(TrainingSpec, training)
     cluster = _as(ClusterSpec, cluster)
     plan = _as(Plan, plan)
+    _check_timeable(cluster, plan, training.precision)
     if plan.stages is not None:
         return estimate_heterogeneous(model, training, cluster, plan, params=params)
     group = _group(cluster, plan.group)

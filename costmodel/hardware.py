@@ -205,6 +205,38 @@ def peak_tflops(gpu: GpuSpec, precision: str) -> float:
     return table[precision]
 
 
+# The training precisions (costmodel.specs.training.Precision), in the order hints list them.
+PRECISIONS = ("bf16", "fp16", "fp8", "tf32", "fp32")
+
+
+def attention_precision(precision: str) -> str:
+    """Datatype of the attention GEMMs: FP8 training keeps attention in BF16 (Transformer
+    Engine's FP8 recipes cast only the linear layers)."""
+    return {"fp8": "bf16"}.get(precision, precision)
+
+
+def precision_gap(gpu: GpuSpec, precision: str) -> str | None:
+    """Why ``gpu`` cannot time training in ``precision`` (None when it can).
+
+    A plan is timed with three peaks: its GEMMs' datatype, attention's (BF16 under FP8) and the
+    peak MFU is quoted against (BF16 under FP8); a zero in any of them would make a time
+    infinite or NaN, so such a plan is refused with this reason instead of priced.
+    """
+    if precision_usable(gpu, precision):
+        return None
+    kinds = dict.fromkeys((precision, attention_precision(precision)))
+    missing = " and ".join(kind.upper() for kind in kinds if peak_tflops(gpu, kind) <= 0)
+    usable = [kind for kind in PRECISIONS if precision_usable(gpu, kind)]
+    listed = ", ".join(usable[:-1]) + " or " + usable[-1] if len(usable) > 1 else "".join(usable)
+    hint = f"; use {listed} precision" if usable else ""
+    return f"{gpu.name} has no {missing} tensor throughput{hint}"
+
+
+def precision_usable(gpu: GpuSpec, precision: str) -> bool:
+    """Whether every peak a ``precision`` plan is timed with is positive (``precision_gap``)."""
+    return all(peak_tflops(gpu, kind) > 0 for kind in (precision, attention_precision(precision)))
+
+
 def group_links_GBps(group: NodeGroup) -> tuple[float, float]:
     """(intra-node, inter-node) bandwidth per GPU, one direction: group override > GPU > default."""
     gpu = resolve_gpu(group.gpu)

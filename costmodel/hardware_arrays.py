@@ -4,7 +4,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, group_links_GBps, peak_tflops, resolve_gpu
+from costmodel.hardware import (
+    DEFAULT_GEMM_EFFICIENCY,
+    attention_precision,
+    group_links_GBps,
+    peak_tflops,
+    resolve_gpu,
+)
 from costmodel.kernels import Hardware
 from costmodel.params import EfficiencyParams
 from costmodel.specs import GpuSpec, NodeGroup
@@ -28,19 +34,19 @@ def group_hardware(
     """Hardware arrays of one node group (cached: treat the result as read-only)."""
     gpu = resolve_gpu(group.gpu)
     intra_GBps, inter_GBps = group_links_GBps(group)
-    attention_precision = {"fp8": "bf16"}.get(precision, precision)
+    attention_dtype = attention_precision(precision)
     efficiency = (gpu.gemm_efficiency or DEFAULT_GEMM_EFFICIENCY) * params.gemm_efficiency_scale
 
     def full(value: float) -> np.ndarray:
         return np.full(size, float(value))
 
-    attention_peak_Fps = peak_tflops(gpu, attention_precision) * 1e12
+    attention_peak_Fps = peak_tflops(gpu, attention_dtype) * 1e12
     return Hardware(
         gemm_peak_Fps=full(peak_tflops(gpu, precision) * 1e12),
         attention_peak_Fps=full(attention_peak_Fps),
         gemm_efficiency=full(min(1.0, efficiency * params.gemm_dtype_scale(precision))),
         attention_gemm_efficiency=full(
-            min(1.0, efficiency * params.gemm_dtype_scale(attention_precision))
+            min(1.0, efficiency * params.gemm_dtype_scale(attention_dtype))
         ),
         attention_Fps=full(attention_peak_Fps * params.attention_efficiency),
         hbm_Bps=full(gpu.hbm_GBps * 1e9),

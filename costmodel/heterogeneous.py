@@ -33,7 +33,7 @@ from costmodel.goodput import (
     price_goodput,
 )
 from costmodel.gpu_defaults import default_params
-from costmodel.hardware import group_links_GBps, peak_tflops, resolve_gpu
+from costmodel.hardware import group_links_GBps, precision_usable, resolve_gpu
 from costmodel.hardware_arrays import concat_hardware, group_hardware, mfu_peak_tflops
 from costmodel.kernels import Hardware
 from costmodel.layout_notes import PlacedStage, heterogeneous_sentences, parameter_counts
@@ -200,7 +200,7 @@ def _stage_rule_reasons(
             global_batch_size=training.global_batch_size,
             seq_length=training.seq_length,
             group_gpus=placement.group.num_gpus,
-            has_precision=peak_tflops(gpu, training.precision) > 0,
+            has_precision=precision_usable(gpu, training.precision),
         )
         broken = int(violations(columns, facts, _STAGE_RULES)[0])
         words = describe(broken, _stage_facts(model, training, plan, placement, gpu.name))

@@ -17,7 +17,7 @@ from costmodel.context import ModelContext
 from costmodel.feasibility import Violation, flag
 from costmodel.flops import layer_counts
 from costmodel.frameworks import broken_limits
-from costmodel.hardware import peak_tflops, resolve_gpu
+from costmodel.hardware import precision_usable, resolve_gpu
 from costmodel.hardware_arrays import group_hardware, mfu_peak_tflops
 from costmodel.pipeline_split import head_layers, resolve_splits
 from costmodel.rules import Facts, violations
@@ -132,7 +132,7 @@ def rule_facts(
         global_batch_size=ctx.global_batch_size,
         seq_length=ctx.seq_length,
         group_gpus=group.num_gpus,
-        has_precision=peak_tflops(resolve_gpu(group.gpu), ctx.precision) > 0,
+        has_precision=precision_usable(resolve_gpu(group.gpu), ctx.precision),
         first_stage_layers=first_stage_layers,
     )
 

@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from costmodel.flops import active_params, total_params
-from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, group_links_GBps, peak_tflops, resolve_gpu
+from costmodel.hardware import (
+    DEFAULT_GEMM_EFFICIENCY,
+    group_links_GBps,
+    peak_tflops,
+    precision_usable,
+    resolve_gpu,
+)
 from costmodel.hardware_arrays import scale_up_domain
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, Plan
 
@@ -271,7 +277,7 @@ def _unused(
     if not used:
         return head
     reasons = []
-    if peak_tflops(gpu, precision) <= 0:
+    if not precision_usable(gpu, precision):
         reasons.append(f"its {gpu.name} has no {precision} support")
     zones = sorted({other.zone for other in used})
     if group.zone not in zones:
@@ -285,7 +291,7 @@ def _unused(
             )
         )
     fastest = max(used, key=lambda other: _speed(other, precision))
-    if peak_tflops(gpu, precision) > 0 and _speed(group, precision) < 0.9 * _speed(
+    if precision_usable(gpu, precision) and _speed(group, precision) < 0.9 * _speed(
         fastest, precision
     ):
         theirs = resolve_gpu(fastest.gpu)

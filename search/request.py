@@ -27,7 +27,7 @@ from pydantic import (
 from costmodel.catalog import load_spec
 from costmodel.context import ModelContext
 from costmodel.flops import total_params
-from costmodel.hardware import peak_tflops, resolve_gpu
+from costmodel.hardware import precision_usable, resolve_gpu
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
 from search.constraints import (
@@ -176,7 +176,7 @@ class SearchRequest(BaseModel):
 
     def _supports_precision(self, name: str) -> bool:
         gpu = resolve_gpu(self.cluster.group(name).gpu)
-        return peak_tflops(gpu, self.training.precision) > 0
+        return precision_usable(gpu, self.training.precision)
 
     def filters(self) -> dict[str, DimFilter]:
         return dim_filters(self.constraints)

@@ -1,35 +1,81 @@
 """Cluster description: groups of identical nodes, optionally in several zones."""
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from costmodel.specs.base import Spec
+from costmodel.specs.base import Integer, Number, Spec
 from costmodel.specs.reliability import DEFAULT_RELIABILITY, ReliabilitySpec
+
+# Smallest hardware figures a spec may give. Below them a figure is a typo or a denormal
+# (5e-324), and the times divided by it overflow to infinity; every real device is orders of
+# magnitude above. A peak of 0 TFLOP/s stays allowed: it means "no such tensor cores" (V100 BF16).
+MIN_TFLOPS = 1e-3  # 1 GFLOP/s
+MIN_GBPS = 1e-3  # 1 MB/s: below the slowest WAN link a zone link could model
+MIN_HBM_GIB = 1e-3  # 1 MiB
+MIN_GEMM_EFFICIENCY = 0.01
+_PEAK_NOTE = f" 0 = unsupported; otherwise at least {MIN_TFLOPS:g}."
 
 
 class GpuSpec(Spec):
-    """One accelerator type. Peak figures are dense (no 2:4 sparsity), per GPU."""
+    """One accelerator type. Peak figures are dense (no 2:4 sparsity), per GPU, in TFLOP/s: 0
+    (no such tensor cores) or at least ``MIN_TFLOPS``; at least one 16- or 32-bit peak must be
+    positive, or the GPU can time no training at all."""
 
     name: str = Field(min_length=1, max_length=100)
-    bf16_tflops: float = Field(ge=0, le=1e5, description="Dense BF16 tensor peak; 0 = unsupported.")
-    fp16_tflops: float | None = Field(default=None, ge=0, le=1e5, description="Default = bf16.")
-    fp8_tflops: float | None = Field(default=None, ge=0, le=1e5)
-    tf32_tflops: float | None = Field(default=None, ge=0, le=1e5)
-    fp32_tflops: float | None = Field(default=None, ge=0, le=1e5)
-    hbm_gib: float = Field(gt=0, le=1e5)
-    hbm_GBps: float = Field(gt=0, le=1e6, description="HBM bandwidth, GB/s.")
-    intra_node_GBps: float | None = Field(
-        default=None, gt=0, le=1e6, description="Scale-up link per GPU, one direction, GB/s."
+    bf16_tflops: Number = Field(ge=0, le=1e5, description="Dense BF16 tensor peak;" + _PEAK_NOTE)
+    fp16_tflops: Number | None = Field(
+        default=None, ge=0, le=1e5, description="Default = bf16;" + _PEAK_NOTE
     )
-    inter_node_GBps: float | None = Field(
-        default=None, gt=0, le=1e6, description="Scale-out NIC per GPU, one direction, GB/s."
+    fp8_tflops: Number | None = Field(
+        default=None, ge=0, le=1e5, description="Default = bf16;" + _PEAK_NOTE
     )
-    gemm_efficiency: float | None = Field(
-        default=None, gt=0, le=1, description="Achieved / peak for large BF16 GEMMs."
+    tf32_tflops: Number | None = Field(
+        default=None, ge=0, le=1e5, description="Default = fp32;" + _PEAK_NOTE
     )
-    nvlink_domain_gpus: int | None = Field(
+    fp32_tflops: Number | None = Field(default=None, ge=0, le=1e5, description=_PEAK_NOTE[1:])
+    hbm_gib: Number = Field(ge=MIN_HBM_GIB, le=1e5)
+    hbm_GBps: Number = Field(ge=MIN_GBPS, le=1e6, description="HBM bandwidth, GB/s.")
+    intra_node_GBps: Number | None = Field(
+        default=None,
+        ge=MIN_GBPS,
+        le=1e6,
+        description="Scale-up link per GPU, one direction, GB/s.",
+    )
+    inter_node_GBps: Number | None = Field(
+        default=None,
+        ge=MIN_GBPS,
+        le=1e6,
+        description="Scale-out NIC per GPU, one direction, GB/s.",
+    )
+    gemm_efficiency: Number | None = Field(
+        default=None,
+        ge=MIN_GEMM_EFFICIENCY,
+        le=1,
+        description="Achieved / peak for large BF16 GEMMs.",
+    )
+    nvlink_domain_gpus: Integer | None = Field(
         default=None, ge=1, le=100_000, description="GPUs sharing one scale-up domain (NVL72)."
     )
-    price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e4)
+    price_per_gpu_hour: Number | None = Field(default=None, ge=0, le=1e4)
+
+    @field_validator("bf16_tflops", "fp16_tflops", "fp8_tflops", "tf32_tflops", "fp32_tflops")
+    @classmethod
+    def _zero_or_real_peak(cls, value: float | None) -> float | None:
+        if value is not None and 0 < value < MIN_TFLOPS:
+            raise ValueError(
+                f"a peak is 0 (unsupported) or at least {MIN_TFLOPS:g} TFLOP/s; {value:g} is "
+                "no real device's"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _some_peak(self) -> "GpuSpec":
+        fp16 = self.fp16_tflops if self.fp16_tflops is not None else self.bf16_tflops
+        if not any(peak for peak in (self.bf16_tflops, fp16, self.tf32_tflops, self.fp32_tflops)):
+            raise ValueError(
+                "every TFLOP/s peak is 0: such a GPU can time no training; give bf16_tflops "
+                "(or fp16_tflops, tf32_tflops, fp32_tflops) a positive value"
+            )
+        return self
 
 
 class NodeGroup(Spec):
@@ -37,16 +83,22 @@ class NodeGroup(Spec):
 
     name: str = Field(min_length=1, max_length=100)
     gpu: str | GpuSpec = Field(description="Catalog name (see GET /v1/gpus) or an inline GpuSpec.")
-    num_nodes: int = Field(ge=1, le=100_000)
-    gpus_per_node: int = Field(default=8, ge=1, le=1024)
-    intra_node_GBps: float | None = Field(
-        default=None, gt=0, le=1e6, description="Per GPU, one direction; default from the GPU."
+    num_nodes: Integer = Field(ge=1, le=100_000)
+    gpus_per_node: Integer = Field(default=8, ge=1, le=1024)
+    intra_node_GBps: Number | None = Field(
+        default=None,
+        ge=MIN_GBPS,
+        le=1e6,
+        description="Per GPU, one direction; default from the GPU.",
     )
-    inter_node_GBps: float | None = Field(
-        default=None, gt=0, le=1e6, description="Per GPU, one direction; default from the GPU."
+    inter_node_GBps: Number | None = Field(
+        default=None,
+        ge=MIN_GBPS,
+        le=1e6,
+        description="Per GPU, one direction; default from the GPU.",
     )
     zone: str = Field(default="default", min_length=1, max_length=100)
-    price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e4)
+    price_per_gpu_hour: Number | None = Field(default=None, ge=0, le=1e4)
     reliability: ReliabilitySpec | None = Field(
         default=None,
         description="Failure rates, restart and checkpoint storage of these nodes; default: "
@@ -64,8 +116,10 @@ class NodeGroup(Spec):
 
 class ZoneLink(Spec):
     zones: tuple[str, str]
-    bandwidth_GBps: float = Field(gt=0, le=1e7, description="Aggregate, one direction, GB/s.")
-    latency_ms: float = Field(default=1.0, ge=0, le=10_000)
+    bandwidth_GBps: Number = Field(
+        ge=MIN_GBPS, le=1e7, description="Aggregate, one direction, GB/s."
+    )
+    latency_ms: Number = Field(default=1.0, ge=0, le=10_000)
 
 
 class ClusterSpec(Spec):

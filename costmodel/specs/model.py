@@ -5,22 +5,24 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from costmodel.errors import SpecError
-from costmodel.specs.base import Spec
+from costmodel.specs.base import Integer, Spec
 
 
 class MoESpec(Spec):
     """Mixture-of-Experts block (GShard / Switch / Mixtral / DeepSeek style)."""
 
-    num_experts: int = Field(ge=1, le=4096, description="Routed experts per MoE layer.")
-    top_k: int = Field(ge=1, le=64, description="Experts each token is routed to.")
-    expert_ffn_hidden_size: int = Field(ge=1, le=1_000_000, description="FFN width of one expert.")
-    layer_interval: int = Field(
+    num_experts: Integer = Field(ge=1, le=4096, description="Routed experts per MoE layer.")
+    top_k: Integer = Field(ge=1, le=64, description="Experts each token is routed to.")
+    expert_ffn_hidden_size: Integer = Field(
+        ge=1, le=1_000_000, description="FFN width of one expert."
+    )
+    layer_interval: Integer = Field(
         default=1, ge=1, description="Every n-th layer (after the dense ones) is an MoE layer."
     )
-    num_shared_experts: int = Field(
+    num_shared_experts: Integer = Field(
         default=0, ge=0, le=64, description="Always-active experts (DeepSeek-MoE)."
     )
-    first_dense_layers: int = Field(
+    first_dense_layers: Integer = Field(
         default=0, ge=0, description="Leading layers that keep a dense FFN (DeepSeek-V3: 3)."
     )
 
@@ -48,7 +50,7 @@ class MLASpec(Spec):
     values of head dim ``v_head_dim``; the absorbed form is an inference optimization.
     """
 
-    q_lora_rank: int | None = Field(
+    q_lora_rank: Integer | None = Field(
         default=None,
         ge=0,
         le=1_000_000,
@@ -57,16 +59,16 @@ class MLASpec(Spec):
             "directly from the hidden state (DeepSeek-V2-Lite)."
         ),
     )
-    kv_lora_rank: int = Field(
+    kv_lora_rank: Integer = Field(
         ge=1, le=1_000_000, description="Key/value latent width (W_DKV's compressed part)."
     )
-    qk_rope_head_dim: int = Field(
+    qk_rope_head_dim: Integer = Field(
         ge=1, le=100_000, description="Per-head width of the rotary (decoupled) query/key part."
     )
-    qk_nope_head_dim: int = Field(
+    qk_nope_head_dim: Integer = Field(
         ge=1, le=100_000, description="Per-head width of the query/key part without rotary."
     )
-    v_head_dim: int = Field(ge=1, le=100_000, description="Per-head value width.")
+    v_head_dim: Integer = Field(ge=1, le=100_000, description="Per-head value width.")
 
     @property
     def q_rank(self) -> int:
@@ -90,16 +92,16 @@ class ModelSpec(Spec):
     """
 
     name: str = Field(default="custom", min_length=1, max_length=200)
-    num_layers: int = Field(ge=1, le=10_000)
-    hidden_size: int = Field(ge=1, le=1_000_000)
-    num_attention_heads: int = Field(ge=1, le=10_000)
-    num_kv_heads: int | None = Field(
+    num_layers: Integer = Field(ge=1, le=10_000)
+    hidden_size: Integer = Field(ge=1, le=1_000_000)
+    num_attention_heads: Integer = Field(ge=1, le=10_000)
+    num_kv_heads: Integer | None = Field(
         default=None, ge=1, le=10_000, description="Key/value heads (GQA); default = heads."
     )
-    ffn_hidden_size: int | None = Field(
+    ffn_hidden_size: Integer | None = Field(
         default=None, ge=1, le=10_000_000, description="Dense FFN width; default 4 * hidden."
     )
-    vocab_size: int = Field(ge=1, le=10_000_000)
+    vocab_size: Integer = Field(ge=1, le=10_000_000)
     activation: Literal["gelu", "swiglu", "relu2"] = Field(
         default="gelu",
         description=(
@@ -109,13 +111,13 @@ class ModelSpec(Spec):
     )
     tie_embeddings: bool = False
     moe: MoESpec | None = None
-    head_dim: int | None = Field(
+    head_dim: Integer | None = Field(
         default=None, ge=1, le=100_000, description="Per-head width; default hidden / heads."
     )
     mla: MLASpec | None = Field(
         default=None, description="Multi-head latent attention (DeepSeek-V2/V3, Kimi K2)."
     )
-    max_position_embeddings: int | None = Field(
+    max_position_embeddings: Integer | None = Field(
         default=None,
         ge=1,
         le=100_000_000,

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from costmodel.specs.base import Spec
+from costmodel.specs.base import Integer, Number, Spec
 
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["1f1b", "gpipe"]
@@ -14,7 +14,7 @@ class ReplicaSpec(Spec):
     """One data-parallel replica of a stage, placed on a given node group."""
 
     group: str = Field(min_length=1, max_length=100)
-    tp: int = Field(default=1, ge=1, le=4096)
+    tp: Integer = Field(default=1, ge=1, le=4096)
 
 
 class StageSpec(Spec):
@@ -24,10 +24,10 @@ class StageSpec(Spec):
     (heterogeneous data parallelism: replica r of every stage forms pipeline r).
     """
 
-    num_layers: int = Field(ge=1, le=10_000)
+    num_layers: Integer = Field(ge=1, le=10_000)
     group: str | None = Field(default=None, min_length=1, max_length=100)
-    tp: int | None = Field(default=None, ge=1, le=4096)
-    dp: int | None = Field(default=None, ge=1, le=1_000_000)
+    tp: Integer | None = Field(default=None, ge=1, le=4096)
+    dp: Integer | None = Field(default=None, ge=1, le=1_000_000)
     replicas: list[ReplicaSpec] | None = Field(default=None, min_length=1, max_length=100_000)
 
     @model_validator(mode="after")
@@ -40,11 +40,13 @@ class StageSpec(Spec):
 
 
 class Plan(Spec):
-    dp: int = Field(ge=1, le=1_000_000, description="Data-parallel replicas.")
-    tp: int = Field(ge=1, le=4096, description="Tensor-parallel degree (Megatron).")
-    pp: int = Field(ge=1, le=10_000, description="Pipeline stages.")
-    cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (ring attn).")
-    ep: int = Field(
+    dp: Integer = Field(ge=1, le=1_000_000, description="Data-parallel replicas.")
+    tp: Integer = Field(ge=1, le=4096, description="Tensor-parallel degree (Megatron).")
+    pp: Integer = Field(ge=1, le=10_000, description="Pipeline stages.")
+    cp: Integer = Field(
+        default=1, ge=1, le=4096, description="Context-parallel degree (ring attn)."
+    )
+    ep: Integer = Field(
         default=1,
         ge=1,
         le=100_000,
@@ -54,19 +56,19 @@ class Plan(Spec):
             "tp x cp x dp."
         ),
     )
-    etp: int | None = Field(
+    etp: Integer | None = Field(
         default=None,
         ge=1,
         le=4096,
         description="Expert tensor-parallel size (Megatron --expert-tensor-parallel-size); "
         "default: tp.",
     )
-    vpp: int = Field(default=1, ge=1, le=1024, description="Virtual stages per pipeline rank.")
-    micro_batch_size: int = Field(ge=1, le=1_000_000, description="Sequences per micro-batch.")
-    zero_stage: int = Field(
+    vpp: Integer = Field(default=1, ge=1, le=1024, description="Virtual stages per pipeline rank.")
+    micro_batch_size: Integer = Field(ge=1, le=1_000_000, description="Sequences per micro-batch.")
+    zero_stage: Integer = Field(
         default=0, ge=0, le=3, description="0 none, 1 distributed optimizer, 2 +grads, 3 FSDP."
     )
-    first_stage_layers: int | None = Field(
+    first_stage_layers: Integer | None = Field(
         default=None,
         ge=1,
         le=10_000,
@@ -76,13 +78,13 @@ class Plan(Spec):
             "vpp divides num_layers, else the balanced uneven one."
         ),
     )
-    last_stage_layers: int | None = Field(
+    last_stage_layers: Integer | None = Field(
         default=None,
         ge=1,
         le=10_000,
         description="Layers of the last stage (Megatron --decoder-last-pipeline-num-layers).",
     )
-    dp_shard: int | None = Field(
+    dp_shard: Integer | None = Field(
         default=None,
         ge=1,
         le=1_000_000,
@@ -106,7 +108,7 @@ class Plan(Spec):
         default=None, description="Node group of a homogeneous plan; default: the first group."
     )
     stages: list[StageSpec] | None = Field(default=None, min_length=1, max_length=10_000)
-    batch_shares: list[float] | None = Field(
+    batch_shares: list[Number] | None = Field(
         default=None, description="Fraction of the global batch per pipeline (heterogeneous DP)."
     )
 

@@ -5,20 +5,20 @@ from typing import Literal
 from pydantic import Field
 
 from costmodel.frameworks import Framework
-from costmodel.specs.base import Spec
+from costmodel.specs.base import Integer, Number, Spec
 from costmodel.specs.reliability import CheckpointSpec
 
 Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
 
 
 class TrainingSpec(Spec):
-    seq_length: int = Field(ge=1, le=10_000_000, description="Tokens per sequence.")
-    global_batch_size: int = Field(
+    seq_length: Integer = Field(ge=1, le=10_000_000, description="Tokens per sequence.")
+    global_batch_size: Integer = Field(
         ge=1, le=100_000_000, description="Sequences per optimizer step."
     )
     precision: Precision = "bf16"
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
-    train_tokens: float | None = Field(
+    train_tokens: Number | None = Field(
         default=None, gt=0, le=1e16, description="Tokens to train, for time/cost to train."
     )
     flash_attention: bool = Field(
@@ -32,7 +32,7 @@ class TrainingSpec(Spec):
             "PyTorch's unfused upcast + log-softmax, which moves and keeps more per logit."
         ),
     )
-    moe_capacity_factor: float | None = Field(
+    moe_capacity_factor: Number | None = Field(
         default=None,
         gt=0,
         le=64,
