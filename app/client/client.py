@@ -49,6 +49,7 @@ from app.searches.schemas import (
     SearchRecord,
     SearchStatus,
 )
+from app.webhooks.schemas import SearchDeliveries, WebhookDelivery
 from costmodel.specs import ClusterSpec, ModelSpec
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -312,6 +313,17 @@ class AutoparClient:
             if deadline is not None and time.monotonic() + poll_s > deadline:
                 raise WaitTimeoutError(search_id, timeout_s or 0.0, record)
             self._sleep(poll_s)
+
+    def search_deliveries(self, search_id: str) -> SearchDeliveries:
+        """The search's webhooks (with ``callback_url``) and every attempt to send them."""
+        path = f"/v1/searches/{_segment(search_id)}/deliveries"
+        return self._call(SearchDeliveries, "GET", path)
+
+    def retry_delivery(self, search_id: str, delivery_id: str) -> WebhookDelivery:
+        """Send a failed webhook once more (409 unless it failed). Not retried: a repeat after
+        a lost answer would be a 409."""
+        path = f"/v1/searches/{_segment(search_id)}/deliveries/{_segment(delivery_id)}/retry"
+        return self._call(WebhookDelivery, "POST", path)
 
     # Plans and exports ---------------------------------------------------------------------
     def get_plan(self, plan_id: str) -> PlanRecord:

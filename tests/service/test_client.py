@@ -98,6 +98,10 @@ def test_searches_profiles_and_observations(autopar: AutoparClient) -> None:
     assert search.status == "queued"
     assert autopar.list_searches(status="queued").items[0].id == search.id
     assert autopar.search_plans(search.id).items == []
+    assert autopar.search_deliveries(search.id).items == []  # no callback_url
+    with pytest.raises(ApiError) as no_delivery:
+        autopar.retry_delivery(search.id, "0" * 32)
+    assert no_delivery.value.status_code == 404
     # No worker serves this app: the search stays queued and waiting gives up.
     with pytest.raises(WaitTimeoutError) as waited:
         autopar.wait_for(search.id, timeout_s=0.2, poll_s=0.05)
@@ -234,3 +238,11 @@ def test_write_only_fields_are_sent() -> None:
 
     assert _body(WithSecret(name="n", secret="s" * 16)) == {"name": "n", "secret": "s" * 16}
     assert _body(WithSecret(name="n")) == {"name": "n"}
+
+
+def test_a_webhook_secret_reaches_the_service(autopar: AutoparClient) -> None:
+    # Without its write-only secret (and no server secret) the callback_url would be a 422.
+    body = EXHAUSTIVE | {"callback_url": "http://127.0.0.1:9/hook", "callback_secret": "s" * 16}
+    search = autopar.create_search(SearchCreate.model_validate(body))
+    assert search.callback_url == "http://127.0.0.1:9/hook"
+    assert "callback_secret" not in search.model_dump()
