@@ -1,6 +1,8 @@
 """``Idempotency-Key`` on the creating POSTs: a replay answers the stored response and creates
 nothing; the same key with another request is a 409; bad keys are a 422 naming the header."""
 
+import secrets
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -8,9 +10,11 @@ import httpx
 import pytest
 from api_helpers import assert_error, error_fields
 from conftest import Snapshot
+from http_server import serve_app
 from search_helpers import EXHAUSTIVE
 from sqlalchemy import Connection, func, insert, select
 
+from app.modelspecs import service as models_service
 from app.orm import DEFAULT_TENANT, IdempotencyKeyRow, ModelSpecRow, SearchRow, utcnow
 
 MODEL = {"name": "idem-gpt", "num_layers": 4, "hidden_size": 256}
@@ -159,6 +163,44 @@ def test_stale_reservations_expired_keys_and_other_tenants_do_not_block(
     keys = db_connection.execute(select(IdempotencyKeyRow.tenant, IdempotencyKeyRow.key)).all()
     mine = [(DEFAULT_TENANT, key) for key in ("stale", "old", "theirs")]
     assert sorted(keys) == sorted([*mine, ("other-team", "theirs")])
+
+
+def test_a_duplicate_sent_while_the_first_runs_is_told_to_retry_then_replays(
+    worker_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over real HTTP, two connections: the second request with the key arrives while the first
+    is inside its service call."""
+    entered, release = threading.Event(), threading.Event()
+    create_model = models_service.create_model
+
+    def held(session: Any, *, spec: Any) -> Any:
+        entered.set()
+        assert release.wait(30)
+        return create_model(session, spec=spec)
+
+    monkeypatch.setattr(models_service, "create_model", held)
+    key, body = f"job-{secrets.token_hex(4)}", MODEL | {"name": f"held-{secrets.token_hex(4)}"}
+    first: dict[str, httpx.Response] = {}
+    with serve_app(worker_database_url) as url:
+
+        def send_first() -> None:
+            with httpx.Client(base_url=url, timeout=60) as http:
+                first["response"] = post(http, "/v1/models", body, key)
+
+        sender = threading.Thread(target=send_first)
+        sender.start()
+        assert entered.wait(30)
+        with httpx.Client(base_url=url, timeout=60) as http:
+            duplicate = post(http, "/v1/models", body, key)
+            release.set()
+            sender.join(60)
+            replay = post(http, "/v1/models", body, key)
+            http.delete(f"/v1/models/{body['name']}")
+    assert_error(duplicate, 409, "idempotency_in_progress")
+    assert duplicate.headers["retry-after"] == "1"
+    assert first["response"].status_code == 201, first["response"].text
+    assert replay.status_code == 201 and replay.headers["idempotent-replayed"] == "true"
+    assert replay.json() == first["response"].json()
 
 
 CREATING_POSTS = [
