@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request, Response, status
@@ -157,9 +158,14 @@ async def create_once(
     return _render(answer, replayed=False)
 
 
+@lru_cache(maxsize=64)
+def _adapter(response_model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(response_model)
+
+
 def _as_json(response_model: Any, result: Any) -> Any:
     """The body FastAPI would send for ``result`` (validated as the response model)."""
-    adapter: TypeAdapter[Any] = TypeAdapter(response_model)
+    adapter = _adapter(response_model)
     return adapter.dump_python(
         adapter.validate_python(result, from_attributes=True), mode="json", by_alias=True
     )
