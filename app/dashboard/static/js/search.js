@@ -230,10 +230,18 @@ function renderAlerts(search) {
   fill(view.alerts, items);
 }
 
-function renderPareto(plans) {
+// The front's axes: raw tokens/s and $/M tokens, or (pareto_goodput) the tokens kept once
+// failures, checkpoints and restarts are priced, and $ per million of those.
+function paretoPoint(plan, effective) {
+  const e = plan.estimate;
+  const goodput = effective && e.goodput ? e.goodput.goodput : 1;
+  return { x: effective ? e.effective_tokens_per_s : e.tokens_per_s, y: e.usd_per_million_tokens / goodput, id: plan.id, rank: plan.rank, plan: plan.plan };
+}
+
+function renderPareto(plans, effective = false) {
   const points = plans
     .filter((plan) => plan.estimate && plan.estimate.usd_per_million_tokens !== null)
-    .map((plan) => ({ x: plan.estimate.tokens_per_s, y: plan.estimate.usd_per_million_tokens, id: plan.id, rank: plan.rank, plan: plan.plan }));
+    .map((plan) => paretoPoint(plan, effective));
   if (!points.length) {
     fill(view.pareto, h("h2", { id: "pareto-title" }, "Throughput vs cost"), h("p", { class: "muted" }, "The cluster has no prices: no cost to plot."));
     view.pareto.hidden = false;
@@ -261,7 +269,7 @@ function renderPareto(plans) {
         if (hit) location.assign(api.url(`/plans/${points[hit.index].id}`));
       },
       scales: {
-        x: { title: { display: true, text: "tokens/s (higher is better)" }, ticks: { callback: (v) => fmt.short(v) } },
+        x: { title: { display: true, text: `${effective ? "effective " : ""}tokens/s (higher is better)` }, ticks: { callback: (v) => fmt.short(v) } },
         y: { title: { display: true, text: "$ per million tokens (lower is better)" }, ticks: { callback: (v, _i, ticks) => fmt.axisTick(v, ticks, "$") } },
       },
       plugins: {
@@ -290,7 +298,7 @@ async function loadPlans(search) {
     }
     fill(view.plans, plansTable(result.items));
     bestFromPlans(search, result.items);
-    if (search.objective === "pareto") renderPareto(result.items);
+    if (search.objective === "pareto" || search.objective === "pareto_goodput") renderPareto(result.items, search.objective === "pareto_goodput");
   } catch (error) {
     plansShown = false;
     fill(view.plans, failure("Could not load the plans", error, h("button", { onclick: () => loadPlans(search) }, "Retry")));
