@@ -13,7 +13,9 @@ from conftest import Snapshot
 from http_server import serve_app
 from search_helpers import EXHAUSTIVE
 from sqlalchemy import Connection, func, insert, select
+from sqlalchemy.orm import Session
 
+from app.auth import create_key
 from app.modelspecs import service as models_service
 from app.orm import DEFAULT_TENANT, IdempotencyKeyRow, ModelSpecRow, SearchRow, utcnow
 
@@ -226,3 +228,29 @@ def test_the_openapi_documents_the_header_on_every_creating_post(client: httpx.C
     assert not any(
         p.get("in") == "header" for p in paths["/v1/estimate"]["post"].get("parameters", [])
     )
+
+
+def test_keys_belong_to_the_callers_tenant(client: httpx.Client, db_connection: Connection) -> None:
+    with Session(
+        bind=db_connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    ) as session:
+        _, acme = create_key(session, tenant="acme")
+        _, globex = create_key(session, tenant="globex", searches_per_minute=1)
+
+    def as_(
+        token: str, body: dict[str, Any], path: str = "/v1/models", key: str = "nightly"
+    ) -> httpx.Response:
+        headers = {"Idempotency-Key": key, "Authorization": f"Bearer {token}"}
+        return client.post(path, json=body, headers=headers)
+
+    theirs = as_(acme, MODEL)
+    ours = as_(globex, MODEL | {"num_layers": 8})  # the same key, another tenant: no conflict
+    assert (theirs.status_code, ours.status_code) == (201, 201)
+    assert "idempotent-replayed" not in ours.headers
+    assert as_(acme, MODEL).json()["id"] == theirs.json()["id"]
+    assert as_(globex, MODEL | {"num_layers": 8}).json()["id"] == ours.json()["id"]
+    # A replayed search creates nothing, so it does not count against the submission limit.
+    search = as_(globex, EXHAUSTIVE, "/v1/searches", key="search")
+    assert search.status_code == 202, search.text
+    replay = as_(globex, EXHAUSTIVE, "/v1/searches", key="search")
+    assert replay.status_code == 202 and replay.json()["id"] == search.json()["id"]
