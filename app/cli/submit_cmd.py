@@ -8,6 +8,7 @@ files), progress goes to stderr, and each way of failing has its own exit status
     3  the search finished and no plan fits
     4  the search failed or was cancelled, or --wait-timeout-s passed (the search runs on)
     5  the service is unreachable or answered 5xx (after the client's retries)
+    130  interrupted: Ctrl-C stops the wait, not the search
 """
 
 import sys
@@ -39,6 +40,7 @@ from search import OBJECTIVES, SAMPLERS
 
 EXIT_SEARCH_FAILED = 4
 EXIT_UNAVAILABLE = 5
+EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 _SPEC_HELP = (
     "A JSON/YAML file (sent inline) or a name the service knows: a preset, or for --model and "
     "--cluster a stored one."
@@ -261,6 +263,10 @@ def _wait(
         done = autopar.wait_for(search_id, timeout_s=timeout_s, poll_s=poll_s, on_progress=progress)
     except WaitTimeoutError as exc:
         _search_failed(f"{exc}; it runs on (autopar submit again, or cancel it)")
+    except KeyboardInterrupt:
+        # Stopping the wait is not cancelling the search: say where it is.
+        print(f"interrupted: search {search_id} runs on at {autopar.base_url}", file=sys.stderr)
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
     except AutoparError as exc:
         _refused(f"search {search_id}", exc)
     finally:

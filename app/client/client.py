@@ -46,6 +46,7 @@ from app.searches.schemas import (
     SearchCreate,
     SearchPage,
     SearchPlans,
+    SearchProgress,
     SearchRecord,
     SearchStatus,
 )
@@ -283,6 +284,10 @@ class AutoparClient:
     def get_search(self, search_id: str) -> SearchRecord:
         """The search with its progress (trials done, best so far, ETA)."""
         return self._call(SearchRecord, "GET", f"/v1/searches/{_segment(search_id)}")
+
+    def search_progress(self, search_id: str) -> SearchProgress:
+        """Trials done of the budget, plans evaluated, best so far, elapsed time and ETA."""
+        return self.get_search(search_id).progress
 
     def search_plans(self, search_id: str) -> SearchPlans:
         return self._call(SearchPlans, "GET", f"/v1/searches/{_segment(search_id)}/plans")

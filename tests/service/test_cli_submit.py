@@ -3,6 +3,7 @@
 answer; every failure is one ``error:`` line with its own exit status."""
 
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -131,3 +132,21 @@ def test_option_mistakes_are_caught_before_any_request() -> None:
 def test_an_unreachable_service_exits_5() -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     one_error(submit(*SMALL, "--url", nowhere), 5, f"cannot reach the autopar service at {nowhere}")
+
+
+def test_ctrl_c_stops_waiting_and_says_where_the_search_is(served: str) -> None:
+    args = ["-m", "llama3-70b", "-t", "llama3-8k", "-c", "dgx-h100-128n", "--sampler", "tpe"]
+    args += ["--trials", "1000000", "--timeout-s", "300", "--wait", "--url", served]
+    command = [sys.executable, "-c", "from app.cli import main; main()", "submit", *args]
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    first_line = process.stderr.readline()  # "search <id> queued": it is waiting now
+    search_id = first_line.split()[1]
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=60)
+    assert process.returncode == 130, first_line + rest
+    assert f"interrupted: search {search_id} runs on at {served}" in rest
+    assert "Traceback" not in rest
+    search = httpx.get(f"{served}/v1/searches/{search_id}").json()
+    assert search["status"] in ("queued", "running")
+    httpx.post(f"{served}/v1/searches/{search_id}/cancel")

@@ -98,6 +98,7 @@ def test_searches_profiles_and_observations(autopar: AutoparClient) -> None:
     assert search.status == "queued"
     assert autopar.list_searches(status="queued").items[0].id == search.id
     assert autopar.search_plans(search.id).items == []
+    assert autopar.search_progress(search.id).trials_done == 0
     assert autopar.search_deliveries(search.id).items == []  # no callback_url
     with pytest.raises(ApiError) as no_delivery:
         autopar.retry_delivery(search.id, "0" * 32)
