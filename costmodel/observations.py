@@ -4,7 +4,7 @@ A ``Profile`` holds micro-benchmarks of one machine (GEMMs, memory-bound kernels
 attention, collectives), each a median over repeated runs with its spread, plus the device's
 identity and the ``GpuSpec`` the cost model should describe it with. A ``StepObservation`` is a
 plan that really ran, with its measured step time (or tokens/s) and optionally its peak memory.
-Both are plain data: ``app.profiling`` produces profiles, users import nccl-tests output and
+Both are plain data: ``profiler`` produces profiles, users import nccl-tests output and
 training logs, and ``costmodel.calibration`` fits ``EfficiencyParams`` to them.
 
 Collective sizes follow nccl-tests' convention (PERFORMANCE.md): all-reduce and all-to-all give
@@ -33,7 +33,7 @@ PROFILE_SCHEMA_VERSION = 1
 
 class Timing(Spec):
     """A repeated measurement: median and spread (10th / 90th percentile) over ``repeats`` runs
-    taken after warm-up. ``app.profiling`` never records fewer than 5 repeats; imported data may
+    taken after warm-up. ``profiler`` never records fewer than 5 repeats; imported data may
     carry 1 when its tool reports an average only (nccl-tests)."""
 
     median_s: float = Field(gt=0, le=1e6)

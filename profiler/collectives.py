@@ -24,8 +24,8 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from app.profiling.timing import DEFAULT, Timed, TimingPolicy, summarize
 from costmodel.observations import CollectiveOp, CollectiveSample
+from profiler.timing import DEFAULT, Timed, TimingPolicy, summarize
 
 # Compute before each timed CPU collective: about one small layer's GEMMs between two of
 # training's collectives (the mini-GPT of scripts/calibration_cpu_e2e.py runs ~5-20 ms there).

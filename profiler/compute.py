@@ -12,8 +12,8 @@ from collections.abc import Callable
 import torch
 from torch.nn import functional
 
-from app.profiling.timing import DEFAULT, TimingPolicy, measure
 from costmodel.observations import AttentionSample, GemmSample, MemorySample
+from profiler.timing import DEFAULT, TimingPolicy, measure
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,

@@ -16,7 +16,7 @@ attention and a 4h MLP, final norm, output layer and cross-entropy. Plans (``Tra
   the output layer; all forwards then all backwards per stage (GPipe order; its step time is
   the 1F1B one, (m + p - 1) slots), activations and their gradients sent point to point.
 
-``measure_plans`` runs inside ``app.profiling.launcher.run_ranks`` (one process per rank):
+``measure_plans`` runs inside ``profiler.launcher.run_ranks`` (one process per rank):
 warm-up steps, then the median of timed steps, each between two barriers.
 """
 

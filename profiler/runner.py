@@ -11,81 +11,22 @@ machine; ``tiny`` is for tests (seconds), ``full`` sweeps wider.
 """
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+import sys
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
 import torch
 import torch.distributed as dist
 
-from app.profiling import compute, timing
-from app.profiling.catalog_match import match_catalog
-from app.profiling.collectives import COMPUTE_BURST_S, OPS, collective_samples
-from app.profiling.device import device_info, nominal_gpu, slug, software_versions
-from app.profiling.launcher import run_ranks
 from costmodel.observations import Profile
-
-Mode = Literal["tiny", "default", "full"]
-KiB, MiB = 1024, 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Sweep:
-    gemm_shapes: list[tuple[int, int, int]]
-    dtypes: list[str]
-    memory_mib: float
-    attention_shapes: list[tuple[int, int, int, int]]
-    collective_sizes_B: list[int]
-    policy: timing.TimingPolicy = field(default=timing.DEFAULT)
-    collective_policy: timing.TimingPolicy | None = None  # None: ``policy``
-    compute_rounds: int = 1  # odd: each compute kernel keeps its middle round
-
-
-def _powers(low: int, high: int, factor: int) -> list[int]:
-    sizes, size = [], low
-    while size <= high:
-        sizes.append(size)
-        size *= factor
-    return sizes
-
-
-def sweep_for(kind: str, mode: Mode) -> Sweep:
-    """What each mode measures. Shapes mix squares (the roll-off with size) with transformer
-    GEMMs (tokens x hidden -> QKV, FFN, vocabulary widths)."""
-    if mode == "tiny":
-        return Sweep(
-            gemm_shapes=[(32, 32, 32), (64, 64, 64), (128, 64, 64)],
-            dtypes=["fp32"],
-            memory_mib=1,
-            attention_shapes=[(1, 2, 32, 16)],
-            collective_sizes_B=[4 * KiB, 64 * KiB],
-            policy=timing.QUICK,
-        )
-    if kind == "cuda":
-        squares = [(n, n, n) for n in _powers(512, 8192 if mode == "full" else 4096, 2)]
-        transformer = [(8192, 3 * 4096, 4096), (8192, 4096, 4096), (8192, 16384, 4096)]
-        return Sweep(
-            gemm_shapes=squares + transformer,
-            dtypes=["bf16", "fp16", "tf32"] if mode == "full" else ["bf16", "tf32"],
-            memory_mib=1024,
-            attention_shapes=[(4, 16, 1024, 128), (2, 16, 2048, 128), (1, 32, 4096, 128)],
-            collective_sizes_B=_powers(4 * KiB, (1024 if mode == "full" else 256) * MiB, 4),
-            policy=timing.FULL if mode == "full" else timing.DEFAULT,
-            compute_rounds=3,
-        )
-    squares = [(n, n, n) for n in _powers(128, 2048 if mode == "full" else 1024, 2)]
-    transformer = [(2048, n, k) for n, k in ((256, 256), (768, 256), (1024, 256), (256, 1024))]
-    transformer.append((2048, 4096, 256))
-    return Sweep(
-        gemm_shapes=squares + transformer,
-        dtypes=["fp32", "bf16"],
-        memory_mib=64 if mode == "full" else 32,
-        attention_shapes=[(2, 8, 128, 32), (2, 8, 256, 32), (2, 8, 512, 32), (1, 4, 1024, 64)],
-        collective_sizes_B=_powers(4 * KiB, (64 if mode == "full" else 16) * MiB, 4),
-        policy=timing.FULL if mode == "full" else timing.DEFAULT,
-        collective_policy=timing.FULL if mode == "full" else timing.CPU_COLLECTIVES,
-        compute_rounds=3,
-    )
+from profiler import compute, timing
+from profiler.capabilities import EMULATED_MAX_SIDE, emulated_dtypes
+from profiler.catalog_match import match_catalog
+from profiler.collectives import COMPUTE_BURST_S, OPS, collective_samples
+from profiler.device import device_info, nominal_gpu, slug, software_versions
+from profiler.launcher import run_ranks
+from profiler.sweeps import Mode, Sweep, sweep_for
 
 
 @dataclass(frozen=True)
@@ -126,22 +67,31 @@ def _measure_rank(sweep: Sweep, kind: str, collectives: bool, ranks: int, source
     # min_repeats runs), so rounds cost about what one long measurement would.
     per_round = replace(policy, min_total_s=policy.min_total_s / sweep.compute_rounds)
     attention_dtypes = [d for d in sweep.dtypes if d != "tf32"][:1]
-    rounds = [
-        (
-            compute.gemm_samples(device, sweep.gemm_shapes, sweep.dtypes, per_round, align),
-            compute.memory_samples(device, sweep.memory_mib, "fp32", per_round, align),
-            compute.attention_samples(
-                device, sweep.attention_shapes, attention_dtypes, per_round, align
-            ),
+    rounds = []
+    for number in range(1, sweep.compute_rounds + 1):
+        of = f"(round {number}/{sweep.compute_rounds})"
+        gemm_round = []
+        for dtype in sweep.dtypes:
+            shapes = _shapes_for(sweep, dtype)
+            _report(rank, f"GEMM {dtype}: {len(shapes)} shapes {of}")
+            gemm_round += compute.gemm_samples(device, shapes, [dtype], per_round, align)
+        _report(rank, f"memory-bound kernels: {sweep.memory_mib:g} MiB {of}")
+        memory_round = compute.memory_samples(device, sweep.memory_mib, "fp32", per_round, align)
+        _report(
+            rank,
+            f"attention {'/'.join(attention_dtypes)}: {len(sweep.attention_shapes)} shapes {of}",
         )
-        for _ in range(sweep.compute_rounds)
-    ]
+        attention_round = compute.attention_samples(
+            device, sweep.attention_shapes, attention_dtypes, per_round, align
+        )
+        rounds.append((gemm_round, memory_round, attention_round))
     gemm = timing.middle_round([take[0] for take in rounds])
     memory = timing.middle_round([take[1] for take in rounds])
     attention = timing.middle_round([take[2] for take in rounds])
     dist.barrier()
     comms = []
     if collectives and ranks > 1:
+        _report(rank, f"collectives: {len(OPS)} ops x {len(sweep.collective_sizes_B)} sizes")
         comms = collective_samples(
             sweep.collective_sizes_B,
             OPS,
@@ -159,11 +109,41 @@ def _measure_rank(sweep: Sweep, kind: str, collectives: bool, ranks: int, source
     }
 
 
+def _report(rank: int, message: str) -> None:
+    """Progress on stderr, from rank 0 only (every rank measures the same families)."""
+    if rank == 0:
+        print(f"profile: {message}", file=sys.stderr, flush=True)
+
+
+def _shapes_for(sweep: Sweep, dtype: str) -> list[tuple[int, int, int]]:
+    if dtype not in sweep.emulated:
+        return sweep.gemm_shapes
+    return [shape for shape in sweep.gemm_shapes if max(shape) <= EMULATED_MAX_SIDE] or [
+        (EMULATED_MAX_SIDE,) * 3
+    ]
+
+
+def with_native_dtypes(sweep: Sweep, kind: str, mode: Mode) -> Sweep:
+    """Drop (default) or cap at small GEMMs (full) the dtypes this device only emulates."""
+    emulated = emulated_dtypes(kind, sweep.dtypes, compute.TORCH_DTYPES)
+    if not emulated:
+        return sweep
+    if mode == "full":
+        return replace(sweep, emulated=emulated)
+    kept = [dtype for dtype in sweep.dtypes if dtype not in emulated]
+    return replace(sweep, dtypes=kept or ["fp32"], skipped=emulated)
+
+
 def run_profile(options: ProfileOptions | None = None) -> Profile:
     options = options or ProfileOptions()
     kind, ranks, threads = options.resolve()
     backend = "nccl" if kind == "cuda" else "gloo"
     sweep = sweep_for(kind, options.mode)
+    if options.mode != "tiny":
+        sweep = with_native_dtypes(sweep, kind, options.mode)
+        for dtype, reason in {**sweep.skipped, **sweep.emulated}.items():
+            action = "skipped" if dtype in sweep.skipped else f"GEMMs capped at {EMULATED_MAX_SIDE}"
+            print(f"profile: {dtype} {action}: {reason}", file=sys.stderr, flush=True)
     samples = run_ranks(
         _measure_rank,
         (sweep, kind, options.collectives, ranks, f"torch.distributed {backend}"),
@@ -178,7 +158,7 @@ def run_profile(options: ProfileOptions | None = None) -> Profile:
     draft = Profile(
         name=options.name or f"{slug(info.name)}-x{ranks}",
         device=info,
-        gpu={"name": "pending", "bf16_tflops": 0.0, "hbm_gib": 1.0, "hbm_GBps": 1.0},
+        gpu={"name": "pending", "bf16_tflops": 1.0, "hbm_gib": 1.0, "hbm_GBps": 1.0},
         **samples,
     )
     gpu = match_catalog(info.name) if kind == "cuda" else None

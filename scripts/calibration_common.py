@@ -5,11 +5,11 @@ from pathlib import Path
 
 import numpy as np
 
-from app.profiling.minigpt import GptShape, TrainPlan
 from costmodel.api import estimate
 from costmodel.observations import Profile, StepObservation
 from costmodel.params import EfficiencyParams
 from costmodel.specs import ClusterSpec, NodeGroup
+from profiler.minigpt import GptShape, TrainPlan
 
 SHAPE = GptShape(layers=4, hidden=256, heads=8, vocab=8192, seq_length=128)
 GLOBAL_BATCH = 16

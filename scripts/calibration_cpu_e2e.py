@@ -36,12 +36,12 @@ from calibration_common import (
     resolved_pairs,
 )
 
-from app.profiling.launcher import run_ranks
-from app.profiling.minigpt import measure_plans
-from app.profiling.runner import ProfileOptions, run_profile
 from costmodel.calibration import CalibrationError, fit_calibration
 from costmodel.observations import Profile
 from costmodel.params import DEFAULT_PARAMS
+from profiler.launcher import run_ranks
+from profiler.minigpt import measure_plans
+from profiler.runner import ProfileOptions, run_profile
 
 
 def measure(profile: Profile, steps: int, warmup: int, rounds: int) -> list[list[float]]:

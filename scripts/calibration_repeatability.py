@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from calibration_common import PLANS, load_average, predict
 
-from app.profiling.runner import ProfileOptions, run_profile
 from costmodel.calibration import fit_calibration
 from costmodel.observations import Profile
+from profiler.runner import ProfileOptions, run_profile
 
 
 def headline(profile: Profile) -> dict[str, float]:

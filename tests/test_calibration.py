@@ -13,7 +13,6 @@ from calibration_data import (
     unmeasured_profile,
 )
 
-from app.profiling.nccl_tests import parse_nccl_tests
 from costmodel.api import estimate
 from costmodel.calibration import CalibrationError, fit_calibration
 from costmodel.calibration.points import PointSet
@@ -27,6 +26,7 @@ from costmodel.observations import (
 )
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import Plan, TrainingSpec
+from profiler.nccl_tests import parse_nccl_tests
 
 
 def test_recovers_the_parameters_that_generated_the_data() -> None:

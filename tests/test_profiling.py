@@ -13,9 +13,10 @@ from torch.nn import functional  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from app.cli import _register_commands, cli  # noqa: E402
-from app.profiling.collectives import COMPUTE_BURST_S  # noqa: E402
-from app.profiling.launcher import run_ranks  # noqa: E402
-from app.profiling.minigpt import (  # noqa: E402
+from costmodel.observations import Profile  # noqa: E402
+from profiler.collectives import COMPUTE_BURST_S  # noqa: E402
+from profiler.launcher import run_ranks  # noqa: E402
+from profiler.minigpt import (  # noqa: E402
     GptShape,
     TrainPlan,
     VocabParallelEmbedding,
@@ -24,8 +25,7 @@ from app.profiling.minigpt import (  # noqa: E402
     measure_plans,
     vocab_parallel_cross_entropy,
 )
-from app.profiling.timing import summarize  # noqa: E402
-from costmodel.observations import Profile  # noqa: E402
+from profiler.timing import summarize  # noqa: E402
 
 _register_commands()
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from app.profiling.catalog_match import match_catalog
-from app.profiling.nccl_tests import NcclTestsError, nccl_tests_device, parse_nccl_tests
+from profiler.catalog_match import match_catalog
+from profiler.nccl_tests import NcclTestsError, nccl_tests_device, parse_nccl_tests
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl"
 

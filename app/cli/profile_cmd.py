@@ -63,6 +63,8 @@ def profile_command(
         profile = _measure(full, quick, device, ranks, threads_per_rank, name)  # type: ignore[arg-type]
     out.write_text(profile.model_dump_json(indent=2) + "\n")
     _summarize(profile, out, time.perf_counter() - started)
+    if not nccl_tests and not full and not quick:
+        _predict_full(profile)
 
 
 def _measure(
@@ -75,7 +77,7 @@ def _measure(
 ) -> Profile:
     try:
         # Imported here: torch is the optional 'profile' extra, and other commands work without.
-        from app.profiling.runner import ProfileOptions, run_profile
+        from profiler.runner import ProfileOptions, run_profile
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
@@ -135,6 +137,16 @@ def _import_nccl_tests(
         if exc.index is not None:
             fail(f"nccl-tests file '{paths[exc.index]}': {exc.reason}")
         fail(exc.reason.replace("give the GPU", "give --gpu"))
+
+
+def _predict_full(profile: Profile) -> None:
+    """What ``--full`` would cost here, from the rates just measured (profiler.duration)."""
+    from profiler.duration import predicted_duration_s
+    from profiler.sweeps import sweep_for
+
+    kind = profile.device.kind if profile.device.kind in ("cuda", "cpu") else "cpu"
+    seconds = predicted_duration_s(profile, sweep_for(kind, "full"), profile.device.ranks)
+    print(f"  --full sweeps wider: about {seconds / 60:.0f} min on this machine ({seconds:.0f} s)")
 
 
 def _summarize(profile: Profile, out: Path, seconds: float) -> None:

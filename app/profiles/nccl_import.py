@@ -3,10 +3,10 @@
 
 from collections.abc import Sequence
 
-from app.profiling.catalog_match import match_catalog
-from app.profiling.nccl_tests import NcclTestsError, nccl_tests_device, parse_nccl_tests
 from costmodel.observations import CollectiveOp, CollectiveSample, DeviceInfo, Profile
 from costmodel.specs import GpuSpec
+from profiler.catalog_match import match_catalog
+from profiler.nccl_tests import NcclTestsError, nccl_tests_device, parse_nccl_tests
 
 
 class NcclImportError(ValueError):

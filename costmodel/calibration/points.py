@@ -188,7 +188,7 @@ def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family
 
 # The kernels the model prices as memory-bound elementwise work (stage.py: norms, residual
 # adds, activation functions, softmax). Pure streams (copy, scale) describe the bandwidth
-# itself (app.profiling.device.nominal_gpu) and are not fitted.
+# itself (profiler.device.nominal_gpu) and are not fitted.
 ELEMENTWISE_KERNELS = ("add", "gelu", "layer_norm", "softmax")
 
 
