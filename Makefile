@@ -22,6 +22,7 @@ $(PROFILE_STAMP): $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: lint $(PROFILE_STAMP)
 	$(BIN)/python -m pytest
