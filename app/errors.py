@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 logger = logging.getLogger(__name__)
 
@@ -201,9 +202,28 @@ async def _on_api_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, exc.code, exc.message, exc.details)
 
 
-async def _on_request_validation(_request: Request, exc: Exception) -> Response:
+def _is_json_media_type(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+async def _on_request_validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
+    content_type = request.headers.get("content-type", "")
+    if request.method in ("POST", "PUT", "PATCH") and not _is_json_media_type(content_type):
+        # FastAPI reads a body without a JSON media type as bytes and then complains that it is
+        # not "a valid dictionary" at no field; the request is malformed, not a bad value.
+        reason = f"Content-Type must be application/json (got {content_type or 'none'})"
+        if any(tuple(error.get("loc", ()))[:1] == ("body",) for error in errors):
+            return error_response(
+                status.HTTP_400_BAD_REQUEST,
+                "bad_request",
+                reason,
+                [ErrorDetail(field=None, reason=reason)],
+            )
     if any(error.get("type") == "json_invalid" for error in errors):
         # Not a bad value but an unreadable body: say where the JSON broke.
         reason = "; ".join(
@@ -223,14 +243,35 @@ async def _on_request_validation(_request: Request, exc: Exception) -> Response:
     )
 
 
-async def _on_http_error(_request: Request, exc: Exception) -> Response:
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at this request's path. Starlette's 405 names
+    only the methods of the first route that matched the path, not of all of them."""
+    # Asked method by method through the public ``matches`` of each top-level route, since
+    # included routers nest their routes where only the router itself can look.
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    headers = dict(exc.headers) if exc.headers else {}
+    if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+        headers["Allow"] = ", ".join(allowed_methods(request)) or headers.get("Allow", "")
     return error_response(
         exc.status_code,
         _HTTP_CODES.get(exc.status_code, "http_error"),
         message,
-        headers=dict(exc.headers) if exc.headers else None,
+        headers=headers or None,
     )
 
 

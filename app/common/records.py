@@ -4,10 +4,11 @@ tables, bound to each by its domain's ``repository.py``.
 Any place that takes an id also takes a name, so presets are usable by name everywhere.
 """
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.common.ids import looks_like_id
@@ -17,13 +18,20 @@ from app.orm import ClusterSpecRow, GpuTypeRow, ModelSpecRow
 RecordT = TypeVar("RecordT", GpuTypeRow, ModelSpecRow, ClusterSpecRow)
 
 
+def fold_name(name: str) -> str:
+    """A name as case-insensitive lookup compares it: Unicode NFC (a composed and a decomposed
+    ``É`` are one letter), then Python's full case folding (``ß`` = ``ss``, ``É`` = ``é``)."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
 class RecordRepository(Generic[RecordT]):
     def __init__(self, table: type[RecordT]) -> None:
         self.table = table
 
     def find(self, session: Session, *, key: str) -> RecordT | None:
         """The row whose id or name is ``key``: an id first, then the exact name, then the name
-        ignoring case when only one matches (as the catalog matches GPU and preset names)."""
+        ignoring case (``fold_name``, the same on SQLite and PostgreSQL) when only one matches
+        (as the catalog matches GPU and preset names)."""
         if "\x00" in key:  # PostgreSQL rejects NUL in text; no row can have it.
             return None
         if looks_like_id(key):
@@ -33,9 +41,14 @@ class RecordRepository(Generic[RecordT]):
         row = session.scalars(select(self.table).where(self.table.name == key)).one_or_none()
         if row is not None:
             return row
-        folded = select(self.table).where(func.lower(self.table.name) == key.lower()).limit(2)
-        candidates = session.scalars(folded).all()
-        return candidates[0] if len(candidates) == 1 else None
+        # Ignoring case is done here, not by the database: SQLite's lower() folds ASCII only
+        # (``École`` would not find ``école``) and PostgreSQL's follows the server's locale, so
+        # neither gives the same answer on both backends. Only the names are read, and only
+        # after the exact match missed; the tenant scope (app.tenancy) applies as usual.
+        wanted = fold_name(key)
+        names = session.execute(select(self.table.id, self.table.name)).all()
+        matches = [row_id for row_id, name in names if fold_name(name) == wanted]
+        return session.get(self.table, matches[0]) if len(matches) == 1 else None
 
     def name_exists(self, session: Session, *, name: str) -> bool:
         statement = select(self.table.id).where(self.table.name == name)

@@ -31,7 +31,13 @@ class SpecReferences(BaseModel):
     """Give the model as exactly one of ``model``, ``model_id`` or ``preset``, and the cluster as
     exactly one of ``cluster`` or ``cluster_id``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # JSON Schema cannot say "exactly one of these is non-null" without oneOf branches that
+    # generators and validators read differently (a null counts as present for "required"), so
+    # the rule is stated in the description and as a machine-readable extension.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"x-exactly-one-of": [list(MODEL_FIELDS), list(CLUSTER_FIELDS)]},
+    )
 
     model: ModelSpec | None = Field(default=None, description="Inline model spec.")
     model_id: Reference | None = Field(

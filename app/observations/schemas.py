@@ -13,7 +13,9 @@ SourceName = Annotated[str, Field(min_length=1, max_length=200)]
 class Measurement(BaseModel):
     """What a training run measured: median over steps after warm-up."""
 
-    model_config = ConfigDict(extra="forbid")
+    # NaN and infinities (JSON's NaN/Infinity extensions) are refused as "not finite" before any
+    # bound is checked, instead of a misleading "less than or equal to 1e7".
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str | None = Field(default=None, min_length=1, max_length=200, description="Label.")
     source: SourceName = Field(
