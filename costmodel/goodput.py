@@ -191,7 +191,7 @@ def price_goodput(
 
     floor = np.maximum(np.asarray(inputs.step_time_s, dtype=float), lag - exposed)
     if checkpoint.interval_s is not None:
-        interval = np.full_like(floor, checkpoint.interval_s)
+        interval = np.maximum(np.full_like(floor, checkpoint.interval_s), floor)
     else:
         interval = np.maximum(optimal_interval_s(exposed, mtbf_model), floor)
     wall = segment_wall_s(interval, exposed, restart + lag, mtbf_model)

@@ -162,7 +162,8 @@ class CheckpointSpec(Spec):
         gt=0,
         le=1e8,
         description="Compute time between checkpoints; default: the optimal interval "
-        "(Young 1974 / Daly 2006, costmodel.goodput).",
+        "(Young 1974 / Daly 2006, costmodel.goodput). Never shorter than a step, nor than "
+        "an asynchronous write (saves cannot overlap).",
     )
     in_memory_copies: int = Field(
         default=1,
