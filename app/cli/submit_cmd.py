@@ -147,19 +147,24 @@ def submit_command(
             search = autopar.create_search(request, idempotency_key=idempotency_key)
         except AutoparError as exc:
             _refused("search refused", exc)
-        print(f"search {search.id} {search.status}", file=sys.stderr)
-        if not wait:
-            print(search.id)
-            return
-        done = _wait(autopar, search.id, timeout_s=wait_timeout_s, poll_s=poll_s)
-        best = _best_plan(autopar, done)
-        if format is None:
-            print(best)
-            return
         try:
-            export = autopar.export_plan(best, format, framework=framework, image=image)  # type: ignore[arg-type]
-        except AutoparError as exc:
-            _refused(f"export of plan {best}", exc)
+            print(f"search {search.id} {search.status}", file=sys.stderr)
+            if not wait:
+                print(search.id)
+                return
+            done = _wait(autopar, search.id, timeout_s=wait_timeout_s, poll_s=poll_s)
+            best = _best_plan(autopar, done)
+            if format is None:
+                print(best)
+                return
+            try:
+                export = autopar.export_plan(best, format, framework=framework, image=image)  # type: ignore[arg-type]
+            except AutoparError as exc:
+                _refused(f"export of plan {best}", exc)
+        except KeyboardInterrupt:
+            # Stopping the wait is not cancelling the search: say where it is.
+            print(f"interrupted: search {search.id} runs on at {autopar.base_url}", file=sys.stderr)
+            raise typer.Exit(code=EXIT_INTERRUPTED) from None
     _emit(export, out)
 
 
@@ -263,10 +268,6 @@ def _wait(
         done = autopar.wait_for(search_id, timeout_s=timeout_s, poll_s=poll_s, on_progress=progress)
     except WaitTimeoutError as exc:
         _search_failed(f"{exc}; it runs on (autopar submit again, or cancel it)")
-    except KeyboardInterrupt:
-        # Stopping the wait is not cancelling the search: say where it is.
-        print(f"interrupted: search {search_id} runs on at {autopar.base_url}", file=sys.stderr)
-        raise typer.Exit(code=EXIT_INTERRUPTED) from None
     except AutoparError as exc:
         _refused(f"search {search_id}", exc)
     finally:
