@@ -30,6 +30,7 @@ from costmodel.flops import total_params
 from costmodel.hardware import precision_usable, resolve_gpu
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
 from costmodel.specs import ClusterSpec, ModelSpec, NodeGroup, TrainingSpec
+from costmodel.specs.base import Integer, Number
 from search.constraints import (
     DIMS,
     Constraint,
@@ -89,16 +90,16 @@ class SearchRequest(BaseModel):
             "auto enumerates small spaces and runs a seeded Optuna study otherwise."
         ),
     )
-    trials: int | None = Field(
+    trials: Integer | None = Field(
         default=None, ge=1, le=10_000_000, description="Optuna trial budget (whole study)."
     )
-    timeout_s: float | None = Field(
+    timeout_s: Number | None = Field(
         default=None, gt=0, le=7 * 86_400, description="Wall-clock budget of this run, seconds."
     )
-    seed: int | None = Field(
+    seed: Integer | None = Field(
         default=None, ge=0, le=2**32 - 1, description="Sampler seed: same seed, same result."
     )
-    top_k: int = Field(default=10, ge=1, le=1000, description="Ranked plans to return.")
+    top_k: Integer = Field(default=10, ge=1, le=1000, description="Ranked plans to return.")
     constraints: dict[str, Constraint] = Field(
         default_factory=dict,
         description=(
@@ -106,14 +107,14 @@ class SearchRequest(BaseModel):
             + ", ".join(DIMS)
         ),
     )
-    max_memory_fraction: float = Field(
+    max_memory_fraction: Number = Field(
         default=DEFAULT_MAX_MEMORY_FRACTION,
         gt=0,
         le=1,
         description="A plan may use at most this fraction of each GPU's memory: headroom for "
         "the memory estimate's error (about 10-15%) and the allocator; 1.0 allows a full GPU.",
     )
-    global_batch_sizes: list[int] | None = Field(
+    global_batch_sizes: list[Integer] | None = Field(
         default=None,
         min_length=1,
         max_length=64,

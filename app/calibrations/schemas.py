@@ -7,6 +7,7 @@ from app.common.names import CALIBRATION_NAME_PATTERN
 from app.common.pagination import PageMeta
 from costmodel.calibration import CalibrationResult
 from costmodel.params import EfficiencyParams
+from costmodel.specs.base import Integer
 
 CalibrationName = Annotated[
     str,
@@ -45,7 +46,7 @@ class CalibrationCreate(BaseModel):
         "uncalibrated defaults: recalibrate with new observations, and see the error before "
         "and after relative to it.",
     )
-    k_folds: int = Field(
+    k_folds: Integer = Field(
         default=5, ge=2, le=50, description="Held-out error: each point predicted without it."
     )
 

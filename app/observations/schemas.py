@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.common.pagination import PageMeta
 from app.common.references import PresetName, SpecReferences
 from costmodel.specs import ClusterSpec, ModelSpec, Plan, TrainingSpec
+from costmodel.specs.base import Number
 
 SourceName = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -22,11 +23,11 @@ class Measurement(BaseModel):
         default="observed",
         description="Reporting group ('prod-h100', 'nightly'); a calibration can take a source.",
     )
-    step_time_s: float | None = Field(default=None, gt=0, le=1e7)
-    tokens_per_s: float | None = Field(
+    step_time_s: Number | None = Field(default=None, gt=0, le=1e7)
+    tokens_per_s: Number | None = Field(
         default=None, gt=0, le=1e15, description="All GPUs together."
     )
-    peak_memory_gib: float | None = Field(default=None, gt=0, le=1e6, description="Per GPU.")
+    peak_memory_gib: Number | None = Field(default=None, gt=0, le=1e6, description="Per GPU.")
 
     @model_validator(mode="after")
     def _measured(self) -> "Measurement":

@@ -10,6 +10,7 @@ from pydantic.fields import FieldInfo
 from app.common.pagination import PageMeta
 from app.common.references import Reference, SpecReferences
 from app.plans.schemas import PlanRecord
+from costmodel.specs.base import Integer, Number
 from search.constraints import Constraint
 from search.objectives import DEFAULT_MAX_MEMORY_FRACTION
 from search.request import Objective, Sampler, SearchRequest
@@ -30,24 +31,25 @@ class SearchCreate(SpecReferences):
     (as in ``POST /v1/estimate``), plus a label and a queue priority."""
 
     name: str | None = Field(default=None, min_length=1, max_length=200, description="Label.")
-    priority: int = Field(
+    priority: Integer = Field(
         default=0, ge=-1000, le=1000, description="Higher runs first; equal: oldest first."
     )
     objective: Objective = _as_in_search_request("objective")
     sampler: Sampler = _as_in_search_request("sampler")
-    trials: int | None = _as_in_search_request("trials")
-    timeout_s: float | None = _as_in_search_request("timeout_s")
-    seed: int | None = _as_in_search_request("seed")
+    trials: Integer | None = _as_in_search_request("trials")
+    timeout_s: Number | None = _as_in_search_request("timeout_s")
+    seed: Integer | None = _as_in_search_request("seed")
+    # The copied field brings Integer's no-booleans validator with it (its metadata).
     top_k: int = _as_in_search_request("top_k")
     constraints: dict[str, Constraint] = _as_in_search_request("constraints")
-    max_memory_fraction: float = Field(
+    max_memory_fraction: Number = Field(
         default=DEFAULT_MAX_MEMORY_FRACTION,
         gt=0,
         le=1,
         description="A plan may use at most this fraction of each GPU's memory: headroom for "
         "the memory estimate's error (about 15%) and allocator fragmentation; 1 uses it all.",
     )
-    global_batch_sizes: list[int] | None = _as_in_search_request("global_batch_sizes")
+    global_batch_sizes: list[Integer] | None = _as_in_search_request("global_batch_sizes")
     groups: list[str] | None = _as_in_search_request("groups")
     warm_start: bool = _as_in_search_request("warm_start")
     calibration: Reference | None = Field(

@@ -137,3 +137,23 @@ def test_names_match_ignoring_case_beyond_ascii(
     found = client.get(f"/v1/models/{asked}")
     assert found.status_code == 200, found.text
     assert found.json()["name"] == stored
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/searches", {"trials": True}, "trials"),
+        ("/v1/searches", {"max_memory_fraction": False}, "max_memory_fraction"),
+        ("/v1/observations", {"step_time_s": True}, "step_time_s"),
+    ],
+)
+def test_booleans_are_not_numbers_in_requests_either(
+    client: httpx.Client, path: str, body: dict[str, Any], field: str
+) -> None:
+    base = {"preset": "gpt-1.7b", "training": "gpt3-2k", "cluster_id": "dgx-a100-1n"}
+    if path == "/v1/observations":
+        base["plan"] = PLAN
+    response = client.post(path, json={**base, **body})
+    assert response.status_code == 422, response.text
+    reasons = {d["field"]: d["reason"] for d in response.json()["error"]["details"]}
+    assert "not a boolean" in reasons[field], reasons
