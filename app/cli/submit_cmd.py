@@ -13,6 +13,7 @@ files), progress goes to stderr, and each way of failing has its own exit status
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -142,6 +143,7 @@ def submit_command(
             "constraints": parse_constraints(constraint or []),
         },
     )
+    export_options = _ExportOptions(format, framework, image, wait_timeout_s)
     with AutoparClient(url, api_key=api_key) as autopar:
         try:
             search = autopar.create_search(request, idempotency_key=idempotency_key)
@@ -149,23 +151,44 @@ def submit_command(
             _refused("search refused", exc)
         try:
             print(f"search {search.id} {search.status}", file=sys.stderr)
-            if not wait:
-                print(search.id)
-                return
-            done = _wait(autopar, search.id, timeout_s=wait_timeout_s, poll_s=poll_s)
-            best = _best_plan(autopar, done)
-            if format is None:
-                print(best)
-                return
-            try:
-                export = autopar.export_plan(best, format, framework=framework, image=image)  # type: ignore[arg-type]
-            except AutoparError as exc:
-                _refused(f"export of plan {best}", exc)
+            export = _follow(autopar, search.id, wait=wait, export=export_options, poll_s=poll_s)
         except KeyboardInterrupt:
             # Stopping the wait is not cancelling the search: say where it is.
             print(f"interrupted: search {search.id} runs on at {autopar.base_url}", file=sys.stderr)
             raise typer.Exit(code=EXIT_INTERRUPTED) from None
-    _emit(export, out)
+    if export is not None:
+        _emit(export, out)
+
+
+@dataclass(frozen=True)
+class _ExportOptions:
+    format: str | None
+    framework: str | None
+    image: str | None
+    wait_timeout_s: float | None
+
+
+def _follow(
+    autopar: AutoparClient, search_id: str, *, wait: bool, export: _ExportOptions, poll_s: float
+) -> PlanExport | None:
+    """Print the search id, or wait and print the best plan's id, or return its export."""
+    if not wait:
+        print(search_id)
+        return None
+    done = _wait(autopar, search_id, timeout_s=export.wait_timeout_s, poll_s=poll_s)
+    best = _best_plan(autopar, done)
+    if export.format is None:
+        print(best)
+        return None
+    try:
+        return autopar.export_plan(
+            best,
+            export.format,  # type: ignore[arg-type]
+            framework=export.framework,  # type: ignore[arg-type]
+            image=export.image,
+        )
+    except AutoparError as exc:
+        _refused(f"export of plan {best}", exc)
 
 
 def _check_options(
