@@ -42,6 +42,16 @@ class ErrorBody(BaseModel):
     error: ErrorInfo
 
 
+# Starlette's redirect_slashes answers a path that matches a route only without its trailing
+# slash with an empty 307 to that route.
+TRAILING_SLASH_REDIRECT: dict[str, Any] = {
+    "description": "The same path without its trailing slash: repeat the request there.",
+    "headers": {
+        "Location": {"description": "The path without the slash.", "schema": {"type": "string"}}
+    },
+}
+
+
 def error_responses(*status_codes: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` argument for routes: documents the error body under each status."""
     return {code: {"model": ErrorBody} for code in status_codes}

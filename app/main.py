@@ -17,7 +17,7 @@ from app.calibrations.router import router as calibrations_router
 from app.clusters.router import router as clusters_router
 from app.dashboard import install_dashboard
 from app.db import is_sqlite, make_engine, make_session_factory, redact
-from app.errors import error_responses, install_handlers
+from app.errors import TRAILING_SLASH_REDIRECT, error_responses, install_handlers
 from app.estimates.router import router as estimates_router
 from app.gpus.router import router as gpus_router
 from app.health.router import router as health_router
@@ -81,9 +81,10 @@ def create_app(
         # Served by the dashboard from vendored assets instead of a CDN (offline clusters).
         docs_url=None,
         redoc_url=None,
-        # What any operation may answer, whatever it does: a method the path does not serve
-        # (405, with Allow), the database away (503, with Retry-After) or a bug (500).
-        responses=error_responses(405, 500, 503),
+        # What any operation may answer, whatever it does: its path with a trailing slash (an
+        # empty last path parameter included) redirected without it (307), a method the path
+        # does not serve (405, with Allow), the database away (503, with Retry-After), a bug (500).
+        responses={307: TRAILING_SLASH_REDIRECT, **error_responses(405, 500, 503)},
     )
     app.state.settings = settings
     app.state.session_factory = session_factory or make_session_factory(engine)

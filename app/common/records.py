@@ -12,7 +12,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.common.ids import looks_like_id
-from app.common.pagination import escape_like
 from app.orm import ClusterSpecRow, GpuTypeRow, ModelSpecRow
 
 RecordT = TypeVar("RecordT", GpuTypeRow, ModelSpecRow, ClusterSpecRow)
@@ -65,13 +64,19 @@ class RecordRepository(Generic[RecordT]):
     ) -> tuple[Sequence[RecordT], str | None]:
         """Rows ordered by name after ``after``, and the name to continue from (None: last)."""
         statement = select(self.table).order_by(self.table.name).limit(limit + 1)
-        if name_contains is not None:
-            pattern = f"%{escape_like(name_contains)}%"
-            statement = statement.where(self.table.name.ilike(pattern, escape="\\"))
         if preset is not None:
             statement = statement.where(self.table.is_preset == preset)
         if after is not None:
             statement = statement.where(self.table.name > after)
+        if name_contains is not None:
+            # The substring is matched ignoring case as ``find`` does (``fold_name``), here and
+            # not with ILIKE: SQLite's folds ASCII only, so the backends would list differently.
+            wanted = fold_name(name_contains)
+            names = session.execute(
+                statement.with_only_columns(self.table.id, self.table.name).limit(None)
+            )
+            ids = [row_id for row_id, name in names if wanted in fold_name(name)][: limit + 1]
+            statement = statement.where(self.table.id.in_(ids))
         rows = session.scalars(statement).all()
         if len(rows) > limit:
             return rows[:limit], rows[limit - 1].name

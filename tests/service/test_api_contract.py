@@ -113,13 +113,15 @@ def test_a_405_lists_every_method_of_the_path(client: httpx.Client) -> None:
     assert {"GET", "DELETE"} <= {m.strip() for m in item.headers["allow"].split(",")}
 
 
-def test_every_operation_documents_405_500_and_503(client: httpx.Client) -> None:
+def test_every_operation_documents_307_405_500_and_503(client: httpx.Client) -> None:
+    redirect = client.get("/v1/models/", follow_redirects=False)
+    assert redirect.status_code == 307 and redirect.headers["location"].endswith("/v1/models")
     document = client.get("/openapi.json").json()
     missing = [
         f"{method.upper()} {path}: {code}"
         for path, operations in document["paths"].items()
         for method, operation in operations.items()
-        for code in ("405", "500", "503")
+        for code in ("307", "405", "500", "503")
         if code not in operation.get("responses", {})
     ]
     assert not missing, missing
@@ -137,6 +139,10 @@ def test_names_match_ignoring_case_beyond_ascii(
     found = client.get(f"/v1/models/{asked}")
     assert found.status_code == 200, found.text
     assert found.json()["name"] == stored
+    # The list's ?name= substring filter folds the same way on every backend.
+    listed = client.get("/v1/models", params={"name": asked[:-2]})
+    assert listed.status_code == 200, listed.text
+    assert [item["name"] for item in listed.json()["items"]] == [stored]
 
 
 @pytest.mark.parametrize(
