@@ -3,19 +3,57 @@
 SQLite and PostgreSQL are made to behave alike: SQLite gets foreign keys, WAL (readers never
 block the writer) and real transactions with savepoints (pysqlite's own transaction handling
 skips ``BEGIN`` and breaks ``SAVEPOINT``; the fix is SQLAlchemy's documented recipe).
+
+Every connection is time-limited (``DatabaseTimeouts``), so a database that hangs fails the
+request (a 503, ``app.errors``) instead of hanging it: connecting, waiting for a pooled
+connection, each statement on the server, and, on the client, each exchange with the server
+(a server behind a black hole answers nothing, so its own ``statement_timeout`` never comes).
 """
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
+import psycopg
 from fastapi import Depends, Request
-from sqlalchemy import Engine, create_engine, event
+from psycopg.errors import _WaitTimeout
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-# How long a SQLite writer waits for the lock before failing with "database is locked".
-SQLITE_BUSY_TIMEOUT_MS = 5_000
+
+@dataclass(frozen=True)
+class DatabaseTimeouts:
+    """Limits on every connection (settings ``AUTOPAR_DB_*``; README, Configuration)."""
+
+    connect_s: float = 5.0
+    """PostgreSQL: establishing a connection (psycopg enforces ``connect_timeout`` itself)."""
+    statement_s: float = 10.0
+    """PostgreSQL: ``statement_timeout`` on the server; the client gives up on an exchange
+    (query, commit) that gets no answer ``CLIENT_GRACE_S`` later and closes the connection."""
+    pool_s: float = 10.0
+    """Waiting for a free pooled connection (SQLAlchemy ``pool_timeout``)."""
+    busy_s: float = 5.0
+    """SQLite: how long a writer waits for the lock before "database is locked"."""
+
+    @property
+    def client_s(self) -> float:
+        return self.statement_s + CLIENT_GRACE_S
+
+
+# After the server's own statement timeout: long enough for its cancellation to arrive first
+# when the server is alive, so the client deadline only fires when nothing answers at all.
+CLIENT_GRACE_S = 2.0
+# TCP keepalives and TCP_USER_TIMEOUT (libpq): a dead peer or a black-holed route is noticed by
+# the kernel within seconds even on an idle pooled connection.
+_KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
 
 
 def is_sqlite(url: str | URL) -> bool:
@@ -27,24 +65,111 @@ def redact(url: str | URL) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def make_engine(url: str | URL, **kwargs: Any) -> Engine:
-    """Engine for ``url`` with the per-backend settings above. ``kwargs`` go to create_engine."""
+def make_engine(url: str | URL, timeouts: DatabaseTimeouts | None = None, **kwargs: Any) -> Engine:
+    """Engine for ``url`` with the per-backend settings above. ``kwargs`` go to create_engine
+    (and win over the timeouts' ``pool_timeout``)."""
+    timeouts = timeouts or DatabaseTimeouts()
+    kwargs = {"pool_timeout": timeouts.pool_s, **kwargs}
     if is_sqlite(url):
         # Requests run in a thread pool; a pooled connection may serve several threads in turn.
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
-        _configure_sqlite(engine, in_memory=make_url(url).database in (None, "", ":memory:"))
+        _configure_sqlite(
+            engine, in_memory=make_url(url).database in (None, "", ":memory:"), timeouts=timeouts
+        )
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    engine = create_engine(url, pool_pre_ping=True, **kwargs)
+    apply_timeouts(engine, timeouts)
+    return engine
 
 
-def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
+# PostgreSQL ----------------------------------------------------------------------------------
+class DeadlineConnection(psycopg.Connection[Any]):
+    """A psycopg connection whose every exchange with the server has a deadline.
+
+    psycopg waits for the server in ``Connection.wait`` (queries, commits, rollbacks); without a
+    timeout it waits forever on a socket that a black hole keeps open. Past the deadline the
+    connection's protocol state is unknown, so it is closed: SQLAlchemy sees a disconnect and the
+    pool drops it. A transaction cut off so was never committed unless its COMMIT reached the
+    server and only the answer was lost (the one case no client can tell).
+    """
+
+    deadline_s: float | None = None
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        try:
+            return super().wait(gen, interval, timeout if timeout is not None else self.deadline_s)
+        except _WaitTimeout:
+            self.close()
+            raise psycopg.OperationalError(
+                f"the database sent no answer within {self.deadline_s:g} s; connection closed"
+            ) from None
+
+
+def postgres_connect_params(params: dict[str, Any], timeouts: DatabaseTimeouts) -> dict[str, Any]:
+    """``params`` (psycopg connection keywords) with the timeouts and keepalives added; an
+    ``options`` the URL already has (a search_path, say) is kept."""
+    statement_ms = int(timeouts.statement_s * 1000)
+    options = " ".join(
+        filter(None, [params.get("options"), f"-c statement_timeout={statement_ms}"])
+    )
+    return {
+        **_KEEPALIVE,
+        "tcp_user_timeout": int(timeouts.client_s * 1000),
+        "connect_timeout": max(1, round(timeouts.connect_s)),
+        **params,
+        "options": options,
+    }
+
+
+def apply_timeouts(engine: Engine, timeouts: DatabaseTimeouts) -> None:
+    """Time-limit every new connection of a PostgreSQL ``engine`` (one made here or elsewhere,
+    e.g. Optuna's storage engine); connections it already pooled are dropped."""
+    if engine.dialect.name != "postgresql" or engine.dialect.driver != "psycopg":
+        return
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        connection = DeadlineConnection.connect(
+            *cargs, **postgres_connect_params(cparams, timeouts)
+        )
+        connection.deadline_s = timeouts.client_s
+        return connection
+
+    @event.listens_for(engine, "checkin")
+    def _restore(dbapi_connection: Any, _record: Any) -> None:
+        # ``no_timeouts`` lifts them for one checkout only.
+        if isinstance(dbapi_connection, DeadlineConnection):
+            dbapi_connection.deadline_s = timeouts.client_s
+
+    engine.pool.dispose()
+
+
+@contextmanager
+def no_timeouts(connection: Connection) -> Iterator[None]:
+    """Within ``connection``'s transaction: no statement timeout (migrations, which may wait
+    for another process's migration lock or rewrite big tables)."""
+    driver = connection.connection.driver_connection
+    if connection.dialect.name != "postgresql" or not isinstance(driver, DeadlineConnection):
+        yield
+        return
+    deadline = driver.deadline_s
+    driver.deadline_s = None
+    connection.execute(text("SET LOCAL statement_timeout = 0"))
+    try:
+        yield
+    finally:
+        driver.deadline_s = deadline
+
+
+# SQLite --------------------------------------------------------------------------------------
+def _configure_sqlite(engine: Engine, *, in_memory: bool, timeouts: DatabaseTimeouts) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from pysqlite; "begin" below issues BEGIN itself.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout={int(timeouts.busy_s * 1000)}")
         if not in_memory:
             cursor.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL is durable across application crashes; only power loss can drop

@@ -58,7 +58,11 @@ def create_app(
     """Build the app. Tests pass ``session_factory`` (bound to a connection they roll back) and
     settings with ``migrate_on_startup=False``."""
     settings = settings or Settings()
-    engine = None if session_factory is not None else make_engine(settings.database_url)
+    engine = (
+        None
+        if session_factory is not None
+        else make_engine(settings.database_url, settings.database_timeouts())
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -123,6 +127,7 @@ def _embedded_worker(settings: Settings, engine: Engine | None) -> EmbeddedWorke
         options=WorkerOptions(
             lease_s=settings.worker_lease_s,
             poll_s=settings.worker_poll_s,
+            db_timeouts=settings.database_timeouts(),
             webhook_secret=settings.webhook_secret,
         ),
     )

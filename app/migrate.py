@@ -1,5 +1,7 @@
 """Apply the Alembic migrations in ``migrations/`` programmatically (serve, tests, benchmarks)."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -10,7 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.engine import URL
 
-from app.db import make_engine
+from app.db import make_engine, no_timeouts
 
 # Our own version table: Optuna's RDB storage runs its own Alembic with the default
 # ``alembic_version`` table in the same database.
@@ -60,22 +62,54 @@ def lock_database_setup(connection: Connection) -> None:
 
 def upgrade_to_head(database: Engine | str | URL) -> None:
     """Bring the database to the newest revision; safe to call concurrently and repeatedly."""
-    engine = database if isinstance(database, Engine) else make_engine(database)
-    try:
-        with engine.begin() as connection:
-            lock_database_setup(connection)
-            command.upgrade(alembic_config(connection), "head")
-    finally:
-        if engine is not database:
-            engine.dispose()
+    migrate_to(database, "head")
 
 
 def downgrade_to_base(database: Engine | str | URL) -> None:
+    migrate_to(database, "base", down=True)
+
+
+def migrate_to(database: Engine | str | URL, revision: str, *, down: bool = False) -> None:
+    """Upgrade (or with ``down``, downgrade) the database to ``revision``, in one transaction."""
     engine = database if isinstance(database, Engine) else make_engine(database)
+    step = command.downgrade if down else command.upgrade
     try:
-        with engine.begin() as connection:
+        # No timeouts: it may wait for another process's migration, or rewrite big tables.
+        with (
+            engine.connect() as connection,
+            sqlite_foreign_keys_off(connection),
+            connection.begin(),
+            no_timeouts(connection),
+        ):
             lock_database_setup(connection)
-            command.downgrade(alembic_config(connection), "base")
+            step(alembic_config(connection), revision)
+            check_foreign_keys(connection)
     finally:
         if engine is not database:
             engine.dispose()
+
+
+@contextmanager
+def sqlite_foreign_keys_off(connection: Connection) -> Iterator[None]:
+    """SQLite alters a table by copying it and dropping the old one (Alembic's batch mode), and
+    with foreign keys on, DROP TABLE first deletes the rows, running the ON DELETE actions of
+    the tables that refer to it: altering ``searches`` deleted every plan (CASCADE). So they are
+    off while migrating (set outside the transaction, the only place SQLite honours it) and
+    checked before the commit (``check_foreign_keys``)."""
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    raw = connection.connection.driver_connection
+    raw.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+    finally:
+        raw.execute("PRAGMA foreign_keys=ON")
+
+
+def check_foreign_keys(connection: Connection) -> None:
+    if connection.dialect.name != "sqlite":
+        return  # PostgreSQL checks them as it goes
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+    if broken:
+        raise RuntimeError(f"the migration left rows with dangling foreign keys: {broken[:5]}")

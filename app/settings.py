@@ -1,9 +1,12 @@
 """Service settings, read from ``AUTOPAR_*`` environment variables (pydantic-settings)."""
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from app.db import DatabaseTimeouts
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 
@@ -59,6 +62,62 @@ class Settings(BaseSettings):
     )
     worker_poll_s: float = Field(
         default=1.0, gt=0, le=300, description="Pause between looks at an empty search queue."
+    )
+    db_connect_timeout_s: float = Field(
+        default=5.0,
+        ge=1,
+        le=300,
+        description="PostgreSQL: seconds to establish a connection before giving up (a 503).",
+    )
+    db_statement_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description=(
+            "PostgreSQL: the server cancels a statement running longer (statement_timeout), and "
+            "the client closes a connection that answers nothing for 2 s more (a hung server or "
+            "a black-holed network): the request fails with 503 and rolls back. Migrations run "
+            "without it."
+        ),
+    )
+    db_pool_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a request waits for a free pooled connection before a 503.",
+    )
+    db_busy_timeout_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=300,
+        description='SQLite: seconds a writer waits for the lock before "database is locked".',
+    )
+
+    def database_timeouts(self) -> "DatabaseTimeouts":
+        from app.db import DatabaseTimeouts  # app.db imports the web stack; settings does not
+
+        return DatabaseTimeouts(
+            connect_s=self.db_connect_timeout_s,
+            statement_s=self.db_statement_timeout_s,
+            pool_s=self.db_pool_timeout_s,
+            busy_s=self.db_busy_timeout_s,
+        )
+
+    require_auth: bool = Field(
+        default=False,
+        description=(
+            "Refuse every /v1 request without a valid API key. Off: access control turns on by "
+            "itself once the first key exists (`autopar keys create`); until then every request "
+            "acts for the 'default' tenant."
+        ),
+    )
+    searches_per_minute: int | None = Field(
+        default=60,
+        ge=1,
+        description=(
+            "Searches one API key may submit per rolling minute (429 with Retry-After beyond); "
+            "a key's own limit (`autopar keys create --searches-per-minute`) overrides it."
+        ),
     )
     webhook_secret: str | None = Field(
         default=None,

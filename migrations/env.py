@@ -10,7 +10,12 @@ import logging.config
 from alembic import context
 from sqlalchemy import Connection
 
-from app.migrate import VERSION_TABLE, include_name
+from app.migrate import (
+    VERSION_TABLE,
+    check_foreign_keys,
+    include_name,
+    sqlite_foreign_keys_off,
+)
 from app.orm import Base
 
 config = context.config
@@ -56,10 +61,12 @@ def run_migrations_online() -> None:
     from app.db import make_engine
 
     engine = make_engine(_url())
-    with engine.connect() as connection:
+    # As app.migrate.migrate_to: SQLite's foreign keys off while tables are rebuilt.
+    with engine.connect() as connection, sqlite_foreign_keys_off(connection):
         _configure(connection)
         with context.begin_transaction():
             context.run_migrations()
+            check_foreign_keys(connection)
     engine.dispose()
 
 

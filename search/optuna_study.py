@@ -8,8 +8,11 @@ learn the memory boundary and any process can rebuild the ranking from the stora
 
 With shared RDB storage several workers serve one study: the trial budget is the study's (all
 workers together; a race can overshoot it by at most one batch per worker), trials left running
-by a killed worker are failed by heartbeat (``fail_stale_trials``) and do not count, and the
-study remembers a fingerprint of the request so a resumed run cannot mix two different searches.
+by a killed worker are failed by heartbeat (``fail_stale_trials``, when the study opens and
+every heartbeat interval while it runs: Optuna fails a trial whose heartbeat is older than the
+grace period and does not retry it) and the budget counts finished trials only, so an orphan
+never takes a trial's place, and the study remembers a fingerprint of the request so a resumed
+run cannot mix two different searches.
 """
 
 import hashlib
@@ -40,11 +43,15 @@ StopFn = Callable[[], bool]
 # breeds from the previous generation and random needs no model, so they batch.
 BATCH = {"tpe": 1, "nsga2": 16, "random": 256}
 NSGA2_POPULATION = 32
-# A trial is priced in milliseconds, so a short heartbeat is cheap; stale after the grace period.
+# A trial is priced in milliseconds, so a short heartbeat is cheap; stale after the grace period,
+# which is shorter than the service's default lease (60 s): a killed worker's trials are failed
+# by the time its search could be taken over. (The service's workers run studies in memory,
+# ``search.study_storage``, where resuming fails what was left running.)
 HEARTBEAT_INTERVAL_S = 5
 HEARTBEAT_GRACE_S = 30
 _FINGERPRINT_ATTR = "autopar_request"
-_COUNTED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+# What the trial budget counts: finished trials. Running ones may be orphans of a killed worker.
+_COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)
 _WAITING = (TrialState.WAITING,)
 
 
@@ -296,9 +303,7 @@ def run_study(
     sampler = make_sampler(sampler_name, request.seed)
     study = open_study(request, metrics, sampler, resolved, study_name)
     heartbeat = isinstance(resolved, RDBStorage) and resolved.get_heartbeat_interval() is not None
-    if heartbeat:
-        with _quiet_heartbeat():
-            fail_stale_trials(study)
+    next_stale_check = time.monotonic()
     if request.warm_start and not study.get_trials(deepcopy=False):
         for params in space.seeds(metrics):
             study.enqueue_trial(params, skip_if_exists=True)
@@ -315,6 +320,10 @@ def run_study(
         if deadline is not None and time.monotonic() > deadline:
             status = "timeout"
             break
+        if heartbeat and time.monotonic() >= next_stale_check:
+            with _quiet_heartbeat():
+                fail_stale_trials(study)
+            next_stale_check = time.monotonic() + HEARTBEAT_INTERVAL_S
         done = len(study.get_trials(deepcopy=False, states=_COUNTED))
         remaining = batch if trials is None else min(batch, trials - done)
         if remaining <= 0:

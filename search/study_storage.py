@@ -16,7 +16,10 @@ them written once that transaction has committed. The database study is an ordin
 study: optuna-dashboard, ``optuna.load_study`` and a ``run_search(storage=URL)`` read it.
 Opening a study that already exists in the database (``optuna.create_study(...,
 load_if_exists=True)``, ``optuna.load_study``) loads its trials into memory first, so a resumed
-search continues it with the same trial numbers.
+search continues it with the same trial numbers. Trials the database study holds as running or
+queued belong to a process that stopped (killed mid-trial, or it wrote its queue when it ended):
+opening fails them there at once, so no orphan stays RUNNING and none counts against the
+budget, and the queued ones are queued again in memory (run, and written, as new trials).
 
 The trade-offs, against writing every step as it happens:
 
@@ -41,7 +44,7 @@ from optuna.storages import InMemoryStorage, RDBStorage
 from optuna.storages._rdb import models  # Optuna's tables (its schema, migrated by Optuna)
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, select, update
 
 _TRIALS = models.TrialModel.__table__
 _PARAMS = models.TrialParamModel.__table__
@@ -79,8 +82,9 @@ class TrialBatch:
     def write(self, connection: Connection) -> int:
         """Insert the trials into the database study (the caller commits); how many."""
         for part in self.parts:
-            if part.trials:
-                _insert_trials(connection, part.remote_id, part.trials)
+            trials = _unwritten(connection, part.remote_id, part.trials, part.start)
+            if trials:
+                _insert_trials(connection, part.remote_id, trials)
         return len(self)
 
     def confirm(self) -> None:
@@ -88,12 +92,31 @@ class TrialBatch:
         self.storage._confirm(self)
 
 
+def _count(connection: Connection, remote_id: int) -> int:
+    found = connection.scalar(
+        select(func.count()).select_from(_TRIALS).where(_TRIALS.c.study_id == remote_id)
+    )
+    return int(found or 0)
+
+
+def _unwritten(
+    connection: Connection, remote_id: int, trials: Sequence[FrozenTrial], start: int
+) -> Sequence[FrozenTrial]:
+    """``trials`` (numbered from ``start``) less those the database study has already: a batch
+    whose COMMIT went through while the connection broke before saying so was not confirmed,
+    and comes again."""
+    if not trials:
+        return trials
+    count = _count(connection, remote_id)
+    if start < count <= start + len(trials) and _ours(connection, remote_id, start, trials[0]):
+        return trials[count - start :]
+    return trials
+
+
 def _insert_trials(connection: Connection, remote_id: int, trials: Sequence[FrozenTrial]) -> None:
     # Numbers continue the database study's: the memory copy's own numbers when this process is
     # the study's only writer (the supported case), still unique when it was not.
-    count = connection.scalar(
-        select(func.count()).select_from(_TRIALS).where(_TRIALS.c.study_id == remote_id)
-    )
+    count = _count(connection, remote_id)
     rows = [
         {
             "number": int(count or 0) + index,
@@ -162,6 +185,17 @@ def _insert_trials(connection: Connection, remote_id: int, trials: Sequence[Froz
         _insert_rows(connection, table, table_rows)
 
 
+def _ours(connection: Connection, remote_id: int, number: int, trial: FrozenTrial) -> bool:
+    """Whether the database study's trial ``number`` is ``trial``, written before (same start
+    time, to the microsecond) rather than another process's."""
+    started = connection.scalar(
+        select(_TRIALS.c.datetime_start).where(
+            _TRIALS.c.study_id == remote_id, _TRIALS.c.number == number
+        )
+    )
+    return started is not None and started == _utc(trial.datetime_start)
+
+
 def _insert_rows(connection: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
     """One executemany; on PostgreSQL with psycopg a ``COPY`` (psycopg runs an executemany as
     one statement per row, ~20 rows per trial: a COPY streams them in one go)."""
@@ -206,6 +240,24 @@ def _failed(trial: FrozenTrial) -> FrozenTrial:
         intermediate_values=trial.intermediate_values,
     )
     return copy
+
+
+def _requeued(trial: FrozenTrial) -> FrozenTrial:
+    """A fresh queued trial with the parameters a stopped process had queued."""
+    return FrozenTrial(
+        number=-1,  # the storage numbers it
+        trial_id=-1,
+        state=TrialState.WAITING,
+        value=None,
+        values=None,
+        datetime_start=None,
+        datetime_complete=None,
+        params={},
+        distributions={},
+        user_attrs=dict(trial.user_attrs),
+        system_attrs=dict(trial.system_attrs),  # fixed_params: what enqueue_trial stores
+        intermediate_values={},
+    )
 
 
 class BufferedStorage(InMemoryStorage):
@@ -254,6 +306,9 @@ class BufferedStorage(InMemoryStorage):
         trials = sorted(
             self.remote.get_all_trials(remote_id, deepcopy=False), key=lambda t: t.number
         )
+        left = [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+        if left:
+            self._fail_left_over(remote_id, [t._trial_id for t in left])
         with self._lock:
             study_id = super().create_new_study(directions, name)
             for key, value in user_attrs.items():
@@ -261,13 +316,25 @@ class BufferedStorage(InMemoryStorage):
             for key, value in system_attrs.items():
                 super().set_study_system_attr(study_id, key, value)
             for trial in trials:
-                # A trial left running in the database belongs to a process that stopped (or
-                # to one writing the database directly): this copy never finishes it.
-                template = _failed(trial) if trial.state == TrialState.RUNNING else trial
+                # Left running or queued by a process that stopped: failed, as in the database.
+                template = trial if trial.state.is_finished() else _failed(trial)
                 super().create_new_trial(study_id, template_trial=template)
             self._remote_ids[study_id] = remote_id
             self._written[study_id] = len(trials)
+            for trial in left:
+                if trial.state == TrialState.WAITING:  # queued again, after the written ones
+                    super().create_new_trial(study_id, template_trial=_requeued(trial))
         return study_id
+
+    def _fail_left_over(self, remote_id: int, trial_ids: list[int]) -> None:
+        """Fail, in the database, trials a stopped process left running or queued (so they
+        neither stay RUNNING forever nor count against the budget)."""
+        with self.remote.engine.begin() as connection:
+            connection.execute(
+                update(_TRIALS)
+                .where(_TRIALS.c.study_id == remote_id, _TRIALS.c.trial_id.in_(trial_ids))
+                .values(state=TrialState.FAIL, datetime_complete=_utc(datetime.now()))
+            )
 
     def set_study_user_attr(self, study_id: int, key: str, value: Any) -> None:
         super().set_study_user_attr(study_id, key, value)

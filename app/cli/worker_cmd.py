@@ -61,7 +61,7 @@ def worker_command(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     url = database_url or settings.database_url
-    engine = make_engine(url)
+    engine = make_engine(url, settings.database_timeouts())
     try:
         if settings.migrate_on_startup:
             upgrade_to_head(engine)
@@ -71,6 +71,7 @@ def worker_command(
             options=WorkerOptions(
                 lease_s=lease_s or settings.worker_lease_s,
                 poll_s=poll_s or settings.worker_poll_s,
+                db_timeouts=settings.database_timeouts(),
                 webhook_secret=settings.webhook_secret,
             ),
         )

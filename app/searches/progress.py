@@ -14,6 +14,9 @@ class StoredProgress(BaseModel):
 
     trials_budget: int | None = None
     eta_s: float | None = Field(default=None, description="As of the row's heartbeat_at.")
+    # Seconds the search's runs took, all claims together, as of the last heartbeat: what
+    # its timeout_s budget has spent when a worker takes it over.
+    run_s: float | None = None
     evaluated: int | None = None
     feasible: int | None = None
     best_plan_id: str | None = None

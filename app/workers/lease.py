@@ -10,6 +10,7 @@ nothing: the new owner finishes the study.
 
 import logging
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,8 +35,10 @@ class LeaseKeeper:
         interval_s: float,
         tracker: ProgressTracker,
         study: BufferedStorage | None = None,
+        on_outage: Callable[[], None] | None = None,
     ) -> None:
         self._session_factory = session_factory
+        self._on_outage = on_outage  # told of each beat the database did not take
         self._search_id = search_id
         self._worker_id = worker_id
         self._lease_s = lease_s
@@ -60,6 +63,7 @@ class LeaseKeeper:
                 # The database is away; keep running and try again next beat (the lease lasts
                 # several beats). If it stays away, another worker takes over and we stop then.
                 logger.warning("search %s: heartbeat failed: %s", self._search_id, exc)
+                self._outage()
                 return
             # The trials could not be written: keep the lease all the same (they are written
             # with the next beat or when the search ends).
@@ -68,6 +72,7 @@ class LeaseKeeper:
                 state = self._renew(write_trials=False)
             except SQLAlchemyError as retry:
                 logger.warning("search %s: heartbeat failed: %s", self._search_id, retry)
+                self._outage()
                 return
         if not state.owned:
             logger.warning("search %s: lease lost to another worker; stopping", self._search_id)
@@ -75,9 +80,15 @@ class LeaseKeeper:
         if state.cancel_requested:
             self.cancel_requested.set()
 
+    def _outage(self) -> None:
+        if self._on_outage is not None:
+            self._on_outage()
+
     def _renew(self, *, write_trials: bool) -> repository.LeaseState:
         snapshot = self._tracker.snapshot()
-        progress = StoredProgress(trials_budget=snapshot.trials_budget, eta_s=snapshot.eta_s)
+        progress = StoredProgress(
+            trials_budget=snapshot.trials_budget, eta_s=snapshot.eta_s, run_s=snapshot.run_s
+        )
         batch: TrialBatch | None = None
         with self._session_factory() as session:
             state = repository.renew_lease(

@@ -13,6 +13,8 @@ class ProgressSnapshot:
     trials_budget: int | None
     best_value: float | None
     eta_s: float | None
+    run_s: float
+    """Seconds the search has run, earlier claims included (its ``timeout_s`` budget)."""
 
 
 class ProgressTracker:
@@ -21,6 +23,8 @@ class ProgressTracker:
     ``done`` counts the whole study (earlier runs and other workers included), so the pace is
     measured from where this run started: ``trials_done`` as the search row recorded it.
     The best value only improves: a resumed run's own best starts again from nothing.
+    ``run_s`` is the time earlier claims ran (stored with each heartbeat), so the run time
+    reported covers the whole search; ``timeout_s`` is what is left of its budget.
     """
 
     def __init__(
@@ -30,8 +34,10 @@ class ProgressTracker:
         trials_done: int = 0,
         best_value: float | None = None,
         timeout_s: float | None = None,
+        run_s: float = 0.0,
     ) -> None:
         self._metric = metric
+        self._run_before = run_s
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
         self._start = time.monotonic()
@@ -70,4 +76,5 @@ class ProgressTracker:
                 trials_budget=self._budget,
                 best_value=self._best,
                 eta_s=self._eta_s,
+                run_s=self._run_before + time.monotonic() - self._start,
             )

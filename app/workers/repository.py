@@ -5,11 +5,12 @@ Lease times come from the workers' clocks (timezone-aware UTC). Keep them NTP-sy
 (a minute by default) is far longer than ordinary clock skew.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, literal, or_, select, update
+from sqlalchemy import and_, case, exists, false, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db import begin_write
@@ -17,7 +18,10 @@ from app.orm import SearchRow, UTCDateTime, utcnow
 from app.searches.service import notify_search_end
 
 # A search whose worker died this many times is failed rather than handed to the next worker
-# (a request that kills its worker, e.g. out of memory, would otherwise loop forever).
+# (a request that kills its worker, e.g. out of memory, would otherwise loop forever). Only
+# deaths count: a worker that lost its lease while alive (the database was away, it stalled)
+# gives the attempt back when it finds out (``refund_attempt``), and a worker taking back a
+# search it still owns spends none.
 MAX_ATTEMPTS = 3
 
 
@@ -27,39 +31,67 @@ class LeaseState:
     cancel_requested: bool
 
 
-def _claimable(now: datetime) -> Any:
-    expired = and_(
-        SearchRow.status == "running",
-        SearchRow.lease_expires_at < now,
-        SearchRow.attempts < MAX_ATTEMPTS,
-    )
-    return or_(SearchRow.status == "queued", expired)
+def _ownerless(now: datetime, dead_owners: Sequence[str], expired: bool = True) -> Any:
+    """Running, and its owner is gone: the lease expired (unless ``expired`` is False), or the
+    owner is a process of this host known to be dead (no need to wait for its lease)."""
+    gone = [SearchRow.lease_expires_at < now] if expired else []
+    if dead_owners:
+        gone.append(SearchRow.lease_owner.in_(list(dead_owners)))
+    return and_(SearchRow.status == "running", or_(false(), *gone))
 
 
-def _abandoned(now: datetime) -> Any:
-    return and_(
-        SearchRow.status == "running",
-        SearchRow.lease_expires_at < now,
-        SearchRow.attempts >= MAX_ATTEMPTS,
-    )
+def _claimable(
+    now: datetime, worker_id: str, dead_owners: Sequence[str] = (), expired: bool = True
+) -> Any:
+    taken_over = and_(_ownerless(now, dead_owners, expired), SearchRow.attempts < MAX_ATTEMPTS)
+    # Still ours: a worker between searches runs none, so a row it owns is one it gave up
+    # writing (the database was away); it takes it back at once.
+    ours = and_(SearchRow.status == "running", SearchRow.lease_owner == worker_id)
+    return or_(SearchRow.status == "queued", taken_over, ours)
+
+
+def _abandoned(now: datetime, dead_owners: Sequence[str] = (), expired: bool = True) -> Any:
+    return and_(_ownerless(now, dead_owners, expired), SearchRow.attempts >= MAX_ATTEMPTS)
+
+
+def running_owners(session: Session, *, suffix: str) -> list[str]:
+    """Owners of running searches whose worker id ends with ``suffix`` (a host's marker)."""
+    owners = session.scalars(
+        select(SearchRow.lease_owner)
+        .where(SearchRow.status == "running", SearchRow.lease_owner.endswith(suffix))
+        .distinct()
+    ).all()
+    session.commit()  # end the read
+    return [owner for owner in owners if owner is not None]
 
 
 def claim_next(
-    session: Session, *, worker_id: str, lease_s: float, now: datetime | None = None
+    session: Session,
+    *,
+    worker_id: str,
+    lease_s: float,
+    now: datetime | None = None,
+    dead_owners: Sequence[str] = (),
+    take_over_expired: bool = True,
 ) -> SearchRow | None:
-    """Take the next search: queued ones by priority then age, or a running one whose lease
-    expired (its worker died: the study resumes). Commits; None when there is nothing to do."""
+    """Take the next search: queued ones by priority then age, or a running one whose worker
+    died (its lease expired, or ``dead_owners`` names it: the study resumes), or one this
+    worker still owns. ``take_over_expired`` False leaves expired leases alone (the database
+    was just away: their owners may be alive and about to renew). Commits; None when there is
+    nothing to do."""
     now = now or utcnow()
+    claimable = _claimable(now, worker_id, dead_owners, take_over_expired)
+    abandoned = _abandoned(now, dead_owners, take_over_expired)
     # A read first, so idle workers polling the queue never take the write lock.
-    found = session.scalar(select(exists().where(or_(_claimable(now), _abandoned(now)))))
+    found = session.scalar(select(exists().where(or_(claimable, abandoned))))
     session.commit()  # end the read (commit, unlike rollback, leaves the caller's rows loaded)
     if not found:
         return None
     begin_write(session)
-    _fail_abandoned(session, now)
+    _fail_abandoned(session, abandoned, now)
     pick = (
         select(SearchRow.id)
-        .where(_claimable(now))
+        .where(claimable)
         .order_by(SearchRow.priority.desc(), SearchRow.created_at, SearchRow.id)
         .limit(1)
     )
@@ -68,7 +100,11 @@ def claim_next(
         lease_owner=worker_id,
         lease_expires_at=now + timedelta(seconds=lease_s),
         heartbeat_at=now,
-        attempts=SearchRow.attempts + 1,
+        # Taking back one's own claim is no new attempt.
+        attempts=case(
+            (SearchRow.lease_owner == worker_id, SearchRow.attempts),
+            else_=SearchRow.attempts + 1,
+        ),
         started_at=func.coalesce(SearchRow.started_at, literal(now, UTCDateTime())),
     )
     if session.get_bind().dialect.name == "postgresql":
@@ -82,7 +118,7 @@ def claim_next(
         # SQLite has one writer at a time: a single UPDATE that re-checks the condition is the
         # whole claim, and RETURNING says which row (if any) it took.
         search_id = session.scalars(
-            claim.where(SearchRow.id == pick.scalar_subquery(), _claimable(now))
+            claim.where(SearchRow.id == pick.scalar_subquery(), claimable)
             .returning(SearchRow.id)
             .execution_options(synchronize_session=False)
         ).first()
@@ -94,10 +130,10 @@ def claim_next(
     return row
 
 
-def _fail_abandoned(session: Session, now: datetime) -> None:
+def _fail_abandoned(session: Session, abandoned: Any, now: datetime) -> None:
     failed = session.scalars(
         update(SearchRow)
-        .where(_abandoned(now))
+        .where(abandoned)
         .values(
             status="failed",
             error=f"its worker stopped renewing the lease {MAX_ATTEMPTS} times (crashed or "
@@ -175,6 +211,26 @@ def release(session: Session, *, search_id: str, worker_id: str, commit: bool = 
     )
     if commit:
         session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def refund_attempt(session: Session, *, search_id: str, worker_id: str) -> bool:
+    """This worker lost the search to another while it was alive (it could not renew: the
+    database was away, or it stalled): the takeover spent an attempt for a death that did not
+    happen, so give it back. Commits."""
+    begin_write(session)
+    result = session.execute(
+        update(SearchRow)
+        .where(
+            SearchRow.id == search_id,
+            SearchRow.status.in_(("running", "queued")),
+            or_(SearchRow.lease_owner.is_(None), SearchRow.lease_owner != worker_id),
+            SearchRow.attempts > 0,
+        )
+        .values(attempts=SearchRow.attempts - 1)
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]
 
 

@@ -1,11 +1,9 @@
 """``SearchWorker``: claim a search, run it under a lease, store its ranking, repeat."""
 
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import optuna
@@ -14,6 +12,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import DatabaseTimeouts, apply_timeouts
 from app.orm import SearchRow, utcnow
 from app.plans import repository as plans
 from app.searches.progress import StoredProgress, primary_metric
@@ -21,7 +20,7 @@ from app.searches.schemas import SearchOutcome
 from app.searches.service import notify_search_end
 from app.webhooks.dispatcher import WebhookDispatcher
 from app.webhooks.sender import DeliveryPolicy, WebhookSender
-from app.workers import repository
+from app.workers import identity, repository
 from app.workers.lease import LeaseKeeper
 from app.workers.progress import ProgressTracker
 from search import SearchRequest, SearchResult, run_search
@@ -40,6 +39,8 @@ class WorkerOptions:
     heartbeat_s: float | None = None
     """Between lease renewals (and progress writes, and cancel checks); default lease_s / 4,
     at most 5 s."""
+    db_timeouts: DatabaseTimeouts = field(default_factory=DatabaseTimeouts)
+    """For the Optuna storage's own connections (the session factory's engine has its own)."""
 
     webhooks: DeliveryPolicy = field(default_factory=DeliveryPolicy)
     """Sending the searches' webhooks: attempts, backoff, timeout."""
@@ -54,7 +55,15 @@ class WorkerOptions:
 
 
 def new_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    """``host-pid-random@hostkey``: see ``app.workers.identity``."""
+    return identity.new_worker_id()
+
+
+# While the database is away, a worker retries its writes and its claims with a backoff from
+# the first to the longest pause (doubling), then resumes as if nothing happened: the outage is
+# not the search's fault, and spends none of its attempts.
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 5.0
 
 
 # Workers starting together on a fresh database race to create Optuna's tables (its storage
@@ -104,7 +113,10 @@ class SearchWorker:
         self.storage_url = optuna_storage_url(database_url)
         self.options = options or WorkerOptions()
         self.worker_id = worker_id or new_worker_id()
+        identity.register(self.worker_id)  # alive: its own process never takes its searches
         self._stopping = threading.Event()
+        self._claim_backoff_s = 0.0
+        self._outage_at: float | None = None  # monotonic time this worker last saw one
         self._storage_ready = False
         self._sender: WebhookSender | None = None
 
@@ -135,6 +147,7 @@ class SearchWorker:
             dispatcher.stop()
             self._webhook_sender().close()
             self._sender = None
+        identity.unregister(self.worker_id)
         logger.info("worker %s stopped", self.worker_id)
 
     def deliver_webhooks(self) -> int:
@@ -157,10 +170,14 @@ class SearchWorker:
         if not self._storage_ready:
             prepare_optuna_storage(self.storage_url)
             self._storage_ready = True
-        with self.session_factory() as session:
-            row = repository.claim_next(
-                session, worker_id=self.worker_id, lease_s=self.options.lease_s
-            )
+        try:
+            row = self._claim()
+        except Exception as exc:
+            if not _database_outage(exc):
+                raise
+            self._back_off_claiming(exc)
+            return None
+        self._claim_backoff_s = 0.0
         if row is None:
             return None
         logger.info(
@@ -169,26 +186,110 @@ class SearchWorker:
         self._run(row)
         return row.id
 
+    def _claim(self) -> SearchRow | None:
+        with self.session_factory() as session:
+            return repository.claim_next(
+                session,
+                worker_id=self.worker_id,
+                lease_s=self.options.lease_s,
+                dead_owners=self._dead_local_owners(session),
+                take_over_expired=not self._outage_recent(),
+            )
+
+    def _saw_outage(self) -> None:
+        self._outage_at = time.monotonic()
+
+    def _outage_recent(self) -> bool:
+        """Within a lease of an outage this worker saw: leases that expired meanwhile belong
+        to workers that could not renew either, and that renew (each heartbeat, and retries
+        no longer apart than one) as soon as the database is back; taking them over would
+        redo their work and count a death that did not happen."""
+        return self._outage_at is not None and (
+            time.monotonic() - self._outage_at < self.options.lease_s
+        )
+
+    def _dead_local_owners(self, session: Session) -> list[str]:
+        """Workers of this host, dead (killed, e.g. the previous instance of a restarted
+        server), that still hold leases: their searches are taken over at once."""
+        suffix = identity.host_suffix()
+        if suffix is None:
+            return []
+        owners = repository.running_owners(session, suffix=suffix)
+        return identity.dead_local_owners(o for o in owners if o != self.worker_id)
+
+    def _back_off_claiming(self, exc: BaseException) -> None:
+        self._saw_outage()
+        self._claim_backoff_s = min(max(self._claim_backoff_s * 2, RETRY_FIRST_S), RETRY_MAX_S)
+        logger.warning(
+            "worker %s: database unavailable, next look in %.1f s: %s",
+            self.worker_id,
+            self._claim_backoff_s,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
+        self._stopping.wait(self._claim_backoff_s)
+
+    def _retrying(self, search_id: str, what: str, write: Callable[[], None]) -> None:
+        """``write`` (one transaction, which checks the lease itself) until the database takes
+        it: an outage is waited out, so the result is neither lost nor its attempt spent. A
+        worker told to stop gives up (its lease then expires and the search is taken over)."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                write()
+                return
+            except Exception as exc:
+                if not _database_outage(exc) or self._stopping.is_set():
+                    raise
+                self._saw_outage()
+                logger.warning(
+                    "search %s: %s: database unavailable, again in %.1f s", search_id, what, delay
+                )
+            if self._stopping.wait(delay):
+                return
+            # Never further apart than heartbeats: the lease must not lapse for want of a try.
+            delay = min(delay * 2, RETRY_MAX_S, self.options.heartbeat_interval_s)
+
+    def _lost(self, row: SearchRow) -> None:
+        """Another worker took the search over while this one was alive (it could not renew:
+        the database was away): give back the attempt that takeover spent."""
+        try:
+            with self.session_factory() as session:
+                repository.refund_attempt(session, search_id=row.id, worker_id=self.worker_id)
+        except SQLAlchemyError as exc:
+            logger.warning("search %s: could not give back the attempt: %s", row.id, exc)
+
+    def _open_study(self) -> BufferedStorage | None:
+        if self.storage_url is None:
+            return None
+        study = BufferedStorage(self.storage_url)
+        apply_timeouts(study.remote.engine, self.options.db_timeouts)
+        return study
+
     # One search ----------------------------------------------------------------------------
     def _run(self, row: SearchRow) -> None:
         try:
             request = SearchRequest.model_validate(row.request)
         except ValidationError as exc:
-            self._fail(row, f"the stored request is no longer valid: {exc}")
+            message = f"the stored request is no longer valid: {exc}"
+            self._retrying(row.id, "failing it", lambda: self._fail(row, message))
             return
+        # timeout_s is the whole search's budget: earlier claims' run time is spent.
+        run_s = StoredProgress.model_validate(row.progress or {}).run_s or 0.0
+        request = _remaining_budget(request, run_s)
         tracker = ProgressTracker(
             metric=primary_metric(row.objective),
             trials_done=row.trials_done,
             best_value=row.best_value,
             timeout_s=request.timeout_s,
+            run_s=run_s,
         )
         try:
             # The study runs in memory; its trials reach the database study with every
             # heartbeat and when the search ends (see search.study_storage for the trade-off).
-            study = BufferedStorage(self.storage_url) if self.storage_url else None
+            study = self._open_study()
         except Exception as exc:
             if _database_outage(exc):
-                self._release(row)
+                self._retrying(row.id, "handing it back", lambda: self._release(row))
                 return
             raise
         try:
@@ -212,6 +313,7 @@ class SearchWorker:
             interval_s=self.options.heartbeat_interval_s,
             tracker=tracker,
             study=study,
+            on_outage=self._saw_outage,
         )
         try:
             with keeper:
@@ -224,29 +326,38 @@ class SearchWorker:
                 )
         except Exception as exc:
             if keeper.lost.is_set():
+                self._lost(row)
                 return  # the new owner runs the study on
             if _database_outage(exc):
                 # The database (and with it the study's storage) went away: not the search's
                 # fault. Its trials written so far are safe in the study; the next claim
                 # resumes it.
                 logger.warning("search %s: database error, back to the queue: %s", row.id, exc)
-                self._release(row, study)
+                self._retrying(row.id, "handing it back", lambda: self._release(row, study))
                 return
             logger.exception("search %s failed", row.id)
-            self._fail(row, f"{type(exc).__name__}: {exc}", study)
+            error = f"{type(exc).__name__}: {exc}"
+            self._retrying(row.id, "failing it", lambda: self._fail(row, error, study))
             return
         if keeper.lost.is_set():
+            self._lost(row)
             return  # the new owner finishes the study and writes the ranking
         if result.status == "stopped" and not keeper.cancel_requested.is_set():
-            self._release(row, study)  # shutting down: resumable at once by the next worker
+            # Shutting down: resumable at once by the next worker.
+            self._retrying(row.id, "handing it back", lambda: self._release(row, study))
             return
         cancelled = result.status == "stopped"
-        self._finish(
-            row,
-            result,
-            budget=tracker.snapshot().trials_budget or _trial_budget(request, result),
-            status="cancelled" if cancelled else "succeeded",
-            study=study,
+        budget = tracker.snapshot().trials_budget or _trial_budget(request, result)
+        self._retrying(
+            row.id,
+            "storing the ranking",
+            lambda: self._finish(
+                row,
+                result,
+                budget=budget,
+                status="cancelled" if cancelled else "succeeded",
+                study=study,
+            ),
         )
 
     def _finish(
@@ -272,6 +383,7 @@ class SearchWorker:
             ):
                 session.rollback()
                 logger.warning("search %s: lease lost before the ranking was stored", row.id)
+                self._lost(row)
                 return
             batch = study.pending(final=True) if study is not None else None
             if batch is not None:
@@ -350,7 +462,10 @@ class SearchWorker:
                 else:
                     session.commit()
         except OperationalError:
-            pass  # still away: the lease expires and the search is claimed again then
+            if not self._stopping.is_set():
+                raise  # the caller (``_retrying``) waits the outage out
+            # Shutting down with the database away: the lease expires and the search is
+            # claimed again then.
 
 
 def _write_last_trials(
@@ -371,6 +486,14 @@ def _write_last_trials(
         logger.exception("search %s: its last trials could not be written", search_id)
         return None
     return batch
+
+
+def _remaining_budget(request: SearchRequest, run_s: float) -> SearchRequest:
+    """The request with what is left of its ``timeout_s`` after ``run_s`` seconds of earlier
+    claims (a spent budget: the run stops at once and ranks the study as it stands)."""
+    if request.timeout_s is None or run_s <= 0:
+        return request
+    return request.model_copy(update={"timeout_s": max(request.timeout_s - run_s, 1e-3)})
 
 
 def _trial_budget(request: SearchRequest, result: SearchResult) -> int | None:
