@@ -100,6 +100,7 @@ def sqlite_foreign_keys_off(connection: Connection) -> Iterator[None]:
         yield
         return
     raw = connection.connection.driver_connection
+    assert raw is not None  # a connection just checked out of the pool
     raw.execute("PRAGMA foreign_keys=OFF")
     try:
         yield
