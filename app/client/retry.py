@@ -34,7 +34,7 @@ class RetryPolicy:
         retry_after = retry_after_s(response) if response is not None else None
         if retry_after is not None:
             return min(retry_after, self.max_backoff_s)
-        pause = min(self.backoff_s * 2 ** (failures - 1), self.max_backoff_s)
+        pause = min(self.backoff_s * 2.0 ** (failures - 1), self.max_backoff_s)
         # Jitter, so that clients failed by one outage do not all come back at once.
         return pause * random.uniform(0.5, 1.0)
 
