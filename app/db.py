@@ -23,6 +23,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from app.auth import admit_request
+
 
 @dataclass(frozen=True)
 class DatabaseTimeouts:
@@ -215,8 +217,26 @@ def make_session_factory(bind: Any) -> sessionmaker[Session]:
 
 
 async def get_db(request: Request) -> AsyncIterator[Session]:
-    """FastAPI dependency: a session from the app's factory. Creating it does no I/O, so this
-    runs on the event loop; the final close is a no-op after ``run_in_session``."""
+    """FastAPI dependency: a session from the app's factory, scoped to the caller's tenant
+    (``app.auth``: a refused API key is a 401 before any work). The final close is a no-op
+    after ``run_in_session``."""
+    session: Session = request.app.state.session_factory()
+    try:
+        settings = request.app.state.settings
+        await admit_request(
+            request,
+            session,
+            require_auth=settings.require_auth,
+            default_searches_per_minute=settings.searches_per_minute,
+        )
+        yield session
+    finally:
+        session.close()
+
+
+async def get_public_db(request: Request) -> AsyncIterator[Session]:
+    """A session for the few routes anyone may call (health probes, the version): no API key
+    asked, scoped to no tenant, so such routes must read no tenant's rows."""
     session: Session = request.app.state.session_factory()
     try:
         yield session
@@ -225,6 +245,7 @@ async def get_db(request: Request) -> AsyncIterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_db)]
+PublicSessionDep = Annotated[Session, Depends(get_public_db)]
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -63,11 +63,17 @@ class ApiError(Exception):
     code = "bad_request"
 
     def __init__(
-        self, message: str, *, details: Sequence[ErrorDetail] = (), code: str | None = None
+        self,
+        message: str,
+        *,
+        details: Sequence[ErrorDetail] = (),
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.details = list(details)
+        self.headers = headers
         if code is not None:
             self.code = code
 
@@ -75,6 +81,24 @@ class ApiError(Exception):
 class NotFoundError(ApiError):
     status_code = status.HTTP_404_NOT_FOUND
     code = "not_found"
+
+
+class UnauthorizedError(ApiError):
+    """No API key, or one that is unknown or revoked, while access control is on."""
+
+    status_code = status.HTTP_401_UNAUTHORIZED
+    code = "unauthorized"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": 'Bearer realm="autopar"'})
+
+
+class RateLimitedError(ApiError):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, retry_after_s))})
 
 
 class ConflictError(ApiError):
@@ -197,19 +221,21 @@ def error_response(
 
 _HTTP_CODES = {
     400: "bad_request",
+    401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "invalid_input",
+    429: "rate_limited",
     503: "unavailable",
 }
 
 
 async def _on_api_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status_code, exc.code, exc.message, exc.details)
+    return error_response(exc.status_code, exc.code, exc.message, exc.details, exc.headers)
 
 
 def _is_json_media_type(content_type: str) -> bool:

@@ -18,6 +18,7 @@ def _register_commands() -> None:
         catalog_cmd,
         estimate_cmd,
         export_cmd,
+        keys_cmd,
         profile_cmd,
         search_cmd,
         serve_cmd,

@@ -6,6 +6,7 @@ from datetime import datetime
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from app.auth import check_search_quota
 from app.calibrations.service import params_of, resolve_calibration
 from app.common.ids import looks_like_id, new_id
 from app.common.pagination import decode_cursor, encode_cursor
@@ -47,6 +48,7 @@ def create_search(
     queue it; a worker picks it up. ``server_signs_webhooks``: the server has a webhook secret
     (``AUTOPAR_WEBHOOK_SECRET``) for a ``callback_url`` given without ``callback_secret``."""
     begin_write(session)
+    api_key_id = check_search_quota(session)
     require_storable(request.model_dump(exclude_none=True))
     _check_callback(request, server_signs_webhooks=server_signs_webhooks)
     specs = resolve_specs(session, references=request)
@@ -73,6 +75,7 @@ def create_search(
         n_trials=search_request.trials,
         timeout_s=search_request.timeout_s,
         optuna_study_name=repository.study_name_for(search_id),
+        api_key_id=api_key_id,
         callback_url=request.callback_url,
         callback_secret=request.callback_secret,
     )
