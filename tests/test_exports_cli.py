@@ -136,10 +136,12 @@ def test_a_plan_file_without_its_specs_is_refused(tmp_path: Path) -> None:
 class _Service(BaseHTTPRequestHandler):
     answers: ClassVar[dict[str, tuple[int, Any]]] = {}
     seen: ClassVar[list[tuple[str, dict[str, list[str]]]]] = []
+    authorizations: ClassVar[list[str | None]] = []
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
         self.seen.append((url.path, parse_qs(url.query)))
+        self.authorizations.append(self.headers.get("authorization"))
         missing = {"error": {"code": "not_found", "message": "no such route", "details": []}}
         status, body = self.answers.get(url.path, (404, missing))
         payload = json.dumps(body).encode()
@@ -165,6 +167,7 @@ def service() -> Iterator[str]:
         server.server_close()
         _Service.answers.clear()
         _Service.seen.clear()
+        _Service.authorizations.clear()
 
 
 def test_a_stored_plan_is_exported_by_the_service(service: str, tmp_path: Path) -> None:
@@ -188,6 +191,18 @@ def test_a_stored_plan_is_exported_by_the_service(service: str, tmp_path: Path) 
     ((path, query),) = _Service.seen
     assert path == f"/v1/plans/{plan_id}/export"
     assert query == {"format": ["slurm"], "framework": ["megatron"]}
+
+
+def test_the_api_key_goes_to_the_service(service: str) -> None:
+    exported = get("dense-3d").export("megatron")
+    plan_id = "3" * 32
+    _Service.answers[f"/v1/plans/{plan_id}/export"] = (
+        200,
+        {"plan_id": plan_id, **exported.model_dump()},
+    )
+    result = run_cli(plan_id, "--format", "megatron", "--url", service, "--api-key", "ap_secret")
+    assert result.returncode == 0, result.stderr
+    assert _Service.authorizations == ["Bearer ap_secret"]
 
 
 def test_the_services_refusal_is_one_line(service: str) -> None:

@@ -8,11 +8,9 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
-import httpx
 import typer
-from pydantic import ValidationError
 
 from app.cli import cli
 from app.cli._common import fail, load_or_fail
@@ -20,14 +18,14 @@ from app.exports import (
     EXPORT_FORMATS,
     LAUNCH_FRAMEWORKS,
     ExportError,
+    ExportFormat,
     ExportResult,
-    PlanExport,
+    LaunchFramework,
     build_export,
 )
 from costmodel.specs import ClusterSpec, ModelSpec, Plan, TrainingSpec
 
 _SPEC_HELP = "Preset name or a JSON/YAML file (exports offline, with the other two)."
-DEFAULT_URL = "http://127.0.0.1:8000"
 _EXECUTABLE = (".sh", ".sbatch")
 
 
@@ -53,9 +51,15 @@ def export_command(
     model: Annotated[str | None, typer.Option("--model", "-m", help=_SPEC_HELP)] = None,
     training: Annotated[str | None, typer.Option("--training", "-t", help=_SPEC_HELP)] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help=_SPEC_HELP)] = None,
-    url: Annotated[str, typer.Option(help="The autopar service, for a stored plan.")] = (
-        DEFAULT_URL
-    ),
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The autopar service, for a stored plan. Default: AUTOPAR_URL or localhost."
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key (bearer token). Default: AUTOPAR_API_KEY.")
+    ] = None,
     image: Annotated[
         str | None, typer.Option(help="Container image for the kubernetes export.")
     ] = None,
@@ -85,7 +89,7 @@ def export_command(
     elif Path(plan).is_file():
         fail(f"plan file '{plan}' needs --model, --training and --cluster")
     else:
-        result = _export_stored(url, plan, format=format, framework=framework, image=image)
+        result = _export_stored(url, api_key, plan, format=format, framework=framework, image=image)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if json_output:
@@ -129,28 +133,29 @@ def _export_offline(
 
 
 def _export_stored(
-    url: str, plan_id: str, *, format: str, framework: str | None, image: str | None
+    url: str | None,
+    api_key: str | None,
+    plan_id: str,
+    *,
+    format: str,
+    framework: str | None,
+    image: str | None,
 ) -> ExportResult:
-    params = {"format": format}
-    if framework is not None:
-        params["framework"] = framework
-    if image is not None:
-        params["image"] = image
-    endpoint = f"{url.rstrip('/')}/v1/plans/{plan_id}/export"
+    from app.client import ApiError, AutoparClient, AutoparError
+
     try:
-        response = httpx.get(endpoint, params=params, timeout=60.0)
-    except httpx.HTTPError as exc:
-        fail(f"cannot reach the autopar service at {url}: {exc}")
-    if response.status_code != 200:
-        try:
-            message = response.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = response.text or response.reason_phrase
-        fail(f"plan '{plan_id}': {message} (HTTP {response.status_code})")
-    try:
-        return PlanExport.model_validate_json(response.content)
-    except ValidationError as exc:
-        fail(f"the service at {url} answered an export this CLI does not understand: {exc}")
+        with AutoparClient(url, api_key=api_key) as autopar:
+            # Both were checked against EXPORT_FORMATS / LAUNCH_FRAMEWORKS by the command.
+            return autopar.export_plan(
+                plan_id,
+                cast(ExportFormat, format),
+                framework=cast(LaunchFramework | None, framework),
+                image=image,
+            )
+    except ApiError as exc:
+        fail(f"plan '{plan_id}': {exc.message} (HTTP {exc.status_code})")
+    except AutoparError as exc:
+        fail(str(exc))
 
 
 def _write(result: ExportResult, out: Path) -> None:

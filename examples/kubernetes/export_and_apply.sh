@@ -11,7 +11,8 @@
 #
 # Needs: the `autopar` CLI, kubectl for the cluster, a Kubeflow Trainer (or training-operator)
 # install, and a container image with the framework (Megatron-LM at $MEGATRON_LM,
-# Megatron-DeepSpeed, or torchtitan) and your data. Nothing here is a secret.
+# Megatron-DeepSpeed, or torchtitan) and your data. Where the server requires API keys, export
+# AUTOPAR_API_KEY (autopar keys create) first; nothing else here is a secret.
 set -euo pipefail
 
 PLAN_ID=${1:?usage: $0 PLAN_ID [trainjob|pytorchjob]}
