@@ -27,7 +27,7 @@ import optuna
 import pytest
 from api_helpers import asgi_client
 from optuna.trial import TrialState
-from search_helpers import TPE, Live, wait_for
+from search_helpers import TPE, Live, serving, wait_for
 from sqlalchemy import Engine, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
@@ -271,6 +271,56 @@ def test_a_worker_killed_mid_trial_loses_nothing(live: Live) -> None:
     done = assert_consistent(live, search["id"])
     assert done["attempts"] == 2
     assert done["progress"]["trials_done"] == 800  # the budget: completed trials
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(identity.host_suffix() is None, reason="needs /proc (Linux)")
+def test_a_restarted_server_takes_back_its_dead_instance_s_search_at_once(live: Live) -> None:
+    search = live.submit({**TPE, "trials": 800, "warm_start": False})
+    env = {
+        **os.environ,
+        "AUTOPAR_DATABASE_URL": live.url,
+        "AUTOPAR_PORT": str(free_port()),
+        "AUTOPAR_WORKER_LEASE_S": "30",
+        "AUTOPAR_WORKER_POLL_S": "0.05",
+        "AUTOPAR_LOG_LEVEL": "warning",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("autopar")), "serve"], env=env, cwd=ROOT
+    )
+
+    def claimed() -> bool:
+        assert server.poll() is None, "the server exited"
+        return bool(live.search(search["id"])["status"] == "running")
+
+    try:
+        wait_for(claimed, "the embedded worker to claim the search", timeout_s=60)
+        time.sleep(1)  # mid-search
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    with live.sessions() as session:
+        row = session.get(SearchRow, search["id"])
+        assert row is not None and row.lease_expires_at is not None
+        dead_lease_ends = row.lease_expires_at
+
+    # The server comes back (in this process): its embedded worker takes the search over while
+    # the dead instance's lease still runs, instead of waiting it out.
+    settings = Settings(
+        database_url=live.url, migrate_on_startup=False, worker_poll_s=0.05, worker_lease_s=30
+    )
+    with serving(create_app(settings)):
+        wait_for(lambda: live.search(search["id"])["attempts"] == 2, "the takeover")
+        assert utcnow() < dead_lease_ends
+        wait_for(lambda: live.search(search["id"])["status"] == "succeeded", "the search")
+    assert_consistent(live, search["id"])
 
 
 # PostgreSQL behind a faulty network ------------------------------------------------------
