@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE_STAMP := $(VENV)/.installed-profile
 
-.PHONY: test test-browser lint validate bench bench-api bench-api-wrk bench-search run clean
+.PHONY: test test-fast test-browser lint validate bench bench-api bench-api-wrk bench-search run clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ lint: $(STAMP)
 
 test: lint $(PROFILE_STAMP)
 	$(BIN)/python -m pytest
+
+# The inner loop: everything but the torch, end-to-end, fault and browser tests (`slow`,
+# `browser` markers); `make test` runs them all.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not browser"
 
 # The dashboard's end-to-end tests in Debian's Chromium (the fixture apt-installs it when missing).
 test-browser: $(STAMP)

@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Real torch ranks (gloo) and the mini GPT trainer: half the suite's time.
+pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402

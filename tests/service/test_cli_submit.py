@@ -16,6 +16,9 @@ from http_server import free_port, serve_app
 
 from app.errors import InvalidInputError
 
+# `autopar submit` as a subprocess against a live server.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["-m", "gpt-1.7b", "-t", "gpt3-2k", "-c", "dgx-a100-1n", "--sampler", "exhaustive"]
 SMALL += ["-C", "tp=1,2", "-C", "recompute=none,selective"]

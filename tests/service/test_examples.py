@@ -13,6 +13,9 @@ from http_server import serve_app
 
 from costmodel.specs import ClusterSpec
 
+# The examples run end to end against a live server.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
 SLURM = EXAMPLES / "slurm" / "plan_and_launch.sbatch"

@@ -11,8 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from app.migrate import head_revision
+
+# A real `autopar serve` process per test.
+pytestmark = pytest.mark.slow
 
 STARTUP_TIMEOUT_S = 60
 
