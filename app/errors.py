@@ -8,7 +8,6 @@ shape (and a log line), never an HTML page or a stack trace.
 
 import json
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -20,6 +19,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+
+from costmodel.errors import field_errors
 
 logger = logging.getLogger(__name__)
 
@@ -128,72 +129,29 @@ class InvalidInputError(ApiError):
 
 
 # Validation errors -> details ----------------------------------------------------------------
-# pydantic names the union member it tried inside an error location
-# (``groups.0.gpu.GpuSpec.bf16_tflops``); field names are snake_case, so a capitalised part or a
-# builtin type tag is such a member and is dropped from the path users see.
-_UNION_MEMBER = re.compile(r"^(?:[A-Z]\w*|str|int|float|bool|none|constrained-\w+|[a-z-]+\[.*\])$")
-_MESSAGE_PREFIXES = ("Value error, ", "Assertion failed, ")
 # Where FastAPI puts the request part; our paths start at the body's top-level field.
 _REQUEST_PARTS = {"body", "query", "path", "header", "cookie"}
-
-
-def field_path(loc: Iterable[int | str]) -> str:
-    """``("model", "groups", 0, "gpu")`` -> ``model.groups[0].gpu`` (the CLI's notation)."""
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _clean_message(message: str) -> str:
-    for prefix in _MESSAGE_PREFIXES:
-        message = message.removeprefix(prefix)
-    return " ".join(message.split())
 
 
 def validation_details(
     errors: Iterable[Any], *, prefix: Sequence[int | str] = ()
 ) -> list[ErrorDetail]:
-    """pydantic/FastAPI error dicts -> one ``ErrorDetail`` per offending field.
+    """pydantic/FastAPI error dicts -> one ``ErrorDetail`` per offending field and reason.
 
-    Where a field accepts several types (``training: TrainingSpec | str``), the "wrong type for
-    this branch" complaints are dropped when another branch says what is really wrong.
+    Translated by ``costmodel.errors.field_errors`` (union members dropped, wrong-branch type
+    mismatches dropped, leading field paths of messages split off); FastAPI's request part
+    (``body``, ``query``...) is not part of the path.
     """
-    entries: list[tuple[tuple[int | str, ...], bool, str, str]] = []
+    stripped = []
     for error in errors:
         loc = tuple(error.get("loc", ()))
         if loc and loc[0] in _REQUEST_PARTS:
-            loc = loc[1:]
-        kept = tuple(
-            part for part in loc if not (isinstance(part, str) and _UNION_MEMBER.match(part))
-        )
-        entries.append(
-            (
-                tuple(prefix) + kept,
-                len(kept) != len(loc),
-                str(error.get("type", "")),
-                _clean_message(str(error.get("msg", "invalid"))),
-            )
-        )
-
-    def is_type_mismatch(kind: str) -> bool:
-        return kind.endswith("_type") or kind in {"model_type", "model_attributes_type"}
-
-    substantive = [loc for loc, in_union, kind, _ in entries if not is_type_mismatch(kind)]
-    details: list[ErrorDetail] = []
-    seen: set[tuple[str, str]] = set()
-    for loc, in_union, kind, message in entries:
-        if (
-            in_union
-            and is_type_mismatch(kind)
-            and any(other[: len(loc)] == loc for other in substantive)
-        ):
-            continue
-        key = (field_path(loc), message)
-        if key not in seen:
-            seen.add(key)
-            details.append(ErrorDetail(field=key[0] or None, reason=message))
-    return details
+            error = {**error, "loc": loc[1:]}
+        stripped.append(error)
+    return [
+        ErrorDetail(field=path or None, reason=reason)
+        for path, reason in field_errors(stripped, prefix=prefix)
+    ]
 
 
 def summarize(details: Sequence[ErrorDetail], *, limit: int = 3) -> str:

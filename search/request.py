@@ -10,7 +10,6 @@ budget, a cluster that cannot hold the model, a batch that no data-parallel layo
 request that validates always has at least one valid plan to search.
 """
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -26,6 +25,7 @@ from pydantic import (
 
 from costmodel.catalog import load_spec
 from costmodel.context import ModelContext
+from costmodel.errors import format_validation_error
 from costmodel.flops import total_params
 from costmodel.hardware import precision_usable, resolve_gpu
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
@@ -244,28 +244,7 @@ class SearchRequest(BaseModel):
 def format_request_error(exc: ValidationError) -> str:
     """One line for a rejected request, each problem once and with the field it concerns.
 
-    Checks written for search requests already start with their field (``constraints.tp: ...``);
-    other messages get their location, without pydantic's union-member names. When a union
-    field has a real complaint, the branches that merely had another type are dropped.
+    Rendered by ``costmodel.errors.format_validation_error``: checks that start their message
+    with a field (``constraints.tp: ...``) are blamed on it, union-member names are dropped.
     """
-    errors = exc.errors(include_url=False)
-    substantive = any(not str(error["type"]).endswith("_type") for error in errors)
-    parts = []
-    for error in errors:
-        if substantive and str(error["type"]).endswith("_type"):
-            continue
-        message = " ".join(str(error["msg"]).removeprefix("Value error, ").split())
-        location = ".".join(
-            str(part) for part in error["loc"] if not _UNION_MEMBER.match(str(part))
-        )
-        if _NAMES_FIELD.match(message) or not location:
-            parts.append(message)
-        else:
-            parts.append(f"{location}: {message}")
-    return "; ".join(dict.fromkeys(parts))
-
-
-# A message that starts with ``field.path:``; union members pydantic adds to locations (``Range``,
-# ``list[union[int,str,bool]]``, ``int``).
-_NAMES_FIELD = re.compile(r"^[a-z_][\w.\[\]]*: ")
-_UNION_MEMBER = re.compile(r"^(?:[A-Z]\w*|int|str|bool|float|[a-z-]+\[.*\])$")
+    return format_validation_error(exc)

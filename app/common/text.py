@@ -8,7 +8,8 @@ refused as a 422 up front instead of failing in the driver as a 500.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.errors import InvalidInputError, field_path
+from app.errors import InvalidInputError
+from costmodel.errors import field_path
 
 _REASON = "text contains a NUL character or an unpaired surrogate"
 

@@ -37,6 +37,7 @@ from app.searches.schemas import (
     SearchRecord,
 )
 from app.webhooks.outbox import enqueue_search_end
+from costmodel.errors import split_leading_path
 from costmodel.params import EfficiencyParams
 from search import SearchRequest
 
@@ -240,16 +241,13 @@ def _search_request(
     raise InvalidInputError(summarize(details), details=details) from None
 
 
-# SearchRequest's checks start their message with the field they blame: "cluster: ...",
-# "constraints.dp: ...", "training.global_batch_size: ...".
-_LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]\w*|\[[^\]]*\])*): (.+)$", re.S)
-
-
 def _blame(detail: ErrorDetail, request: SpecReferences) -> ErrorDetail:
     field, reason = detail.field, detail.reason
-    match = _LEADING_FIELD.match(reason)
-    if match is not None and (field is None or _within(match.group(1), field)):
-        field, reason = match.group(1), match.group(2)
+    # Checks raised outside pydantic start their message with the field they blame
+    # ("constraints.dp: ..."); validation_details has split those of validators already.
+    named, rest = split_leading_path(reason)
+    if named is not None and (field is None or _within(named, field)):
+        field, reason = named, rest
     if field is None:
         return ErrorDetail(field=None, reason=reason)
     # The model and cluster may have come by id or preset: blame the field the client used.
