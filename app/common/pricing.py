@@ -6,6 +6,7 @@ import re
 from app.common.references import ResolvedSpecs
 from app.errors import InvalidInputError
 from costmodel import estimate
+from costmodel.errors import split_leading_path
 from costmodel.params import EfficiencyParams
 from costmodel.specs import Estimate, Plan
 
@@ -20,10 +21,11 @@ def price(specs: ResolvedSpecs, plan: Plan, *, params: EfficiencyParams | None =
 
 
 # The cost model's messages start with the field they blame ("plan.stages[0].group: ...").
-_BLAMED_FIELD = re.compile(r"^((?:model|training|cluster|plan)(?:[.\[][\w.\[\]]*)?): (.+)$", re.S)
+_BLAMABLE = ("model", "training", "cluster", "plan")
 
 
 def _unpriceable(message: str) -> InvalidInputError:
-    match = _BLAMED_FIELD.match(message)
-    field, reason = (match.group(1), match.group(2)) if match else ("plan", message)
+    field, reason = split_leading_path(message)
+    if field is None or re.split(r"[.\[]", field, maxsplit=1)[0] not in _BLAMABLE:
+        field, reason = "plan", message
     return InvalidInputError.at(field, reason, code="invalid_plan")
