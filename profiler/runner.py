@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from costmodel.observations import Profile
+from costmodel.specs import GpuSpec
 from profiler import compute, timing
 from profiler.capabilities import EMULATED_MAX_SIDE, emulated_dtypes
 from profiler.catalog_match import match_catalog
@@ -72,7 +73,7 @@ def _measure_rank(sweep: Sweep, kind: str, collectives: bool, ranks: int, source
         of = f"(round {number}/{sweep.compute_rounds})"
         gemm_round = []
         for dtype in sweep.dtypes:
-            shapes = _shapes_for(sweep, dtype)
+            shapes = shapes_for(sweep, dtype)
             _report(rank, f"GEMM {dtype}: {len(shapes)} shapes {of}")
             gemm_round += compute.gemm_samples(device, shapes, [dtype], per_round, align)
         _report(rank, f"memory-bound kernels: {sweep.memory_mib:g} MiB {of}")
@@ -115,7 +116,7 @@ def _report(rank: int, message: str) -> None:
         print(f"profile: {message}", file=sys.stderr, flush=True)
 
 
-def _shapes_for(sweep: Sweep, dtype: str) -> list[tuple[int, int, int]]:
+def shapes_for(sweep: Sweep, dtype: str) -> list[tuple[int, int, int]]:
     if dtype not in sweep.emulated:
         return sweep.gemm_shapes
     return [shape for shape in sweep.gemm_shapes if max(shape) <= EMULATED_MAX_SIDE] or [
@@ -158,7 +159,7 @@ def run_profile(options: ProfileOptions | None = None) -> Profile:
     draft = Profile(
         name=options.name or f"{slug(info.name)}-x{ranks}",
         device=info,
-        gpu={"name": "pending", "bf16_tflops": 1.0, "hbm_gib": 1.0, "hbm_GBps": 1.0},
+        gpu=GpuSpec(name="pending", bf16_tflops=1.0, hbm_gib=1.0, hbm_GBps=1.0),
         **samples,
     )
     gpu = match_catalog(info.name) if kind == "cuda" else None
@@ -170,7 +171,9 @@ def run_profile(options: ProfileOptions | None = None) -> Profile:
             memory=draft.memory,
             collectives=draft.collectives,
         )
-    settings = {f"sweep_{key}": str(value) for key, value in asdict(sweep).items()}
+    settings: dict[str, float | int | str | bool] = {
+        f"sweep_{key}": str(value) for key, value in asdict(sweep).items()
+    }
     settings.update({"mode": options.mode, "ranks": ranks, "threads_per_rank": threads or 0})
     if kind == "cpu":
         settings["collectives_after_compute_s"] = COMPUTE_BURST_S
