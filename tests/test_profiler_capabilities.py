@@ -8,7 +8,7 @@ pytest.importorskip("torch")
 from costmodel.observations import DeviceInfo, GemmSample, MemorySample, Profile
 from profiler import capabilities, compute
 from profiler.duration import predicted_duration_s
-from profiler.runner import with_native_dtypes
+from profiler.runner import shapes_for, with_native_dtypes
 from profiler.sweeps import sweep_for
 
 
