@@ -93,34 +93,42 @@ def _load_preset(kind: str, name: str) -> Spec:
 
 
 def list_model_presets() -> list[str]:
+    """Names of the built-in model presets."""
     return list_presets("model")
 
 
 def list_cluster_presets() -> list[str]:
+    """Names of the built-in cluster presets."""
     return list_presets("cluster")
 
 
 def list_training_presets() -> list[str]:
+    """Names of the built-in training presets."""
     return list_presets("training")
 
 
 def list_plan_presets() -> list[str]:
+    """Names of the built-in plan presets."""
     return list_presets("plan")
 
 
 def load_model_preset(name: str) -> ModelSpec:
+    """The built-in model preset ``name``."""
     return cast(ModelSpec, load_preset("model", name))
 
 
 def load_cluster_preset(name: str) -> ClusterSpec:
+    """The built-in cluster preset ``name``."""
     return cast(ClusterSpec, load_preset("cluster", name))
 
 
 def load_training_preset(name: str) -> TrainingSpec:
+    """The built-in training preset ``name``."""
     return cast(TrainingSpec, load_preset("training", name))
 
 
 def load_plan_preset(name: str) -> Plan:
+    """The built-in plan preset ``name``."""
     return cast(Plan, load_preset("plan", name))
 
 

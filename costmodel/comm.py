@@ -86,6 +86,7 @@ def all_to_all_s(
 
 
 def p2p_s(size_B: Array, bandwidth_Bps: Array, latency_s: Array) -> Array:
+    """Point-to-point send of ``size_B`` bytes: size / bandwidth + latency, seconds; elementwise."""
     return size_B / bandwidth_Bps + latency_s
 
 

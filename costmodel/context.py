@@ -30,6 +30,9 @@ ADAM_STEP_BYTES_PER_PARAM = 28.0
 
 @dataclass(frozen=True)
 class ModelContext:
+    """Layer shape, sequence and batch, bytes per parameter/gradient/optimizer state and the
+    training switches of one (model, training, params) triple."""
+
     shape: LayerShape
     seq_length: int
     global_batch_size: int
@@ -53,6 +56,8 @@ class ModelContext:
     def build(
         cls, model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
     ) -> "ModelContext":
+        """Resolve the context; raises ``SpecError`` when the sequence exceeds the model's
+        positions."""
         return _build_context(cls, model, training, params)
 
     @classmethod

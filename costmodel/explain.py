@@ -51,6 +51,7 @@ def _kinds(costs: StageCosts) -> list[dict[str, float]]:
 
 
 def memory_of(values: dict[str, float]) -> MemoryBreakdown:
+    """``MemoryBreakdown`` (GiB per GPU) from one stage's ``*_gib`` values."""
     return MemoryBreakdown(
         parameters=values["parameters_gib"],
         gradients=values["gradients_gib"],
@@ -85,6 +86,7 @@ def time_breakdown(
 
 
 def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or None when it is None, NaN or infinite."""
     return None if value is None or not math.isfinite(value) else float(value)
 
 
@@ -96,6 +98,8 @@ def explain_homogeneous(
     ctx: ModelContext,
     result: HomogeneousResult,
 ) -> Estimate:
+    """The explained ``Estimate`` of one homogeneous plan from its 1-plan evaluation (``result``:
+    arrays of shape ``(1,)``), with goodput, warnings and notes."""
     homogeneous_goodput(
         result.arrays,
         group.gpus_per_node,

@@ -6,6 +6,8 @@ import numpy as np
 
 
 class Violation(IntFlag):
+    """One bit per broken validity rule of a plan; ``describe`` words them."""
+
     GPU_COUNT = 1 << 0
     HEADS_TP = 1 << 1
     KV_HEADS_TP = 1 << 2
@@ -73,4 +75,6 @@ def describe(flags: int, facts: dict[str, float | int | str]) -> list[str]:
 
 
 def flag(condition: np.ndarray, violation: Violation) -> np.ndarray:
+    """``violation``'s bit where ``condition`` holds, else 0: int64 array of ``condition``'s shape
+    (``(n_plans,)``)."""
     return np.where(condition, int(violation), 0).astype(np.int64)

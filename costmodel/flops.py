@@ -49,6 +49,7 @@ class LayerShape:
 
     @classmethod
     def of(cls, model: ModelSpec) -> "LayerShape":
+        """The per-layer sizes of ``model`` (GQA, MLA, SwiGLU and MoE resolved)."""
         moe, mla = model.moe, model.mla
         heads = model.num_attention_heads
         q_width = heads * model.head_size
@@ -75,6 +76,7 @@ class LayerShape:
 
     @property
     def mla(self) -> bool:
+        """Whether attention is multi-head latent (MLA)."""
         return self.kv_lora > 0
 
     # Parameters ---------------------------------------------------------------------------------
@@ -101,6 +103,7 @@ class LayerShape:
 
     @property
     def dense_mlp_params(self) -> int:
+        """Parameters of one dense MLP (2 or 3 matrices of hidden x ffn)."""
         return self.ffn_matrices * self.hidden * self.ffn
 
     @property
@@ -121,10 +124,12 @@ class LayerShape:
     # Forward FLOPs per token ----------------------------------------------------------------------
     @property
     def attention_proj_flops(self) -> int:
+        """Forward FLOPs per token of the attention projections."""
         return 2 * self.attention_params
 
     @property
     def dense_mlp_flops(self) -> int:
+        """Forward FLOPs per token of one dense MLP."""
         return 2 * self.dense_mlp_params
 
     @property
@@ -144,6 +149,7 @@ class LayerShape:
 
     @property
     def logits_flops(self) -> int:
+        """Forward FLOPs per token of the output layer (hidden x vocab)."""
         return 2 * self.hidden * self.vocab
 
 

@@ -175,6 +175,8 @@ DEFAULT_INTER_NODE_GBPS = 12.5
 
 
 class UnknownGpuError(ValueError):
+    """A GPU name that is not in the catalog."""
+
     pass
 
 
@@ -187,6 +189,7 @@ def lookup_gpu(name: str) -> GpuSpec:
 
 
 def resolve_gpu(gpu: str | GpuSpec) -> GpuSpec:
+    """A catalog GPU by name, or the given ``GpuSpec`` itself."""
     return lookup_gpu(gpu) if isinstance(gpu, str) else gpu
 
 

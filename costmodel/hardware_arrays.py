@@ -61,6 +61,7 @@ def group_hardware(
 
 
 def concat_hardware(parts: list[Hardware]) -> Hardware:
+    """One ``Hardware`` of the arrays of ``parts`` concatenated, in stage instance order."""
     return Hardware(
         **{
             name: np.concatenate([getattr(part, name) for part in parts])

@@ -126,6 +126,8 @@ def structural_violations(
 def rule_facts(
     model: ModelSpec, ctx: ModelContext, group: NodeGroup, first_stage_layers: np.ndarray | None
 ) -> Facts:
+    """The plan-independent facts ``costmodel.rules`` checks homogeneous plans against;
+    ``first_stage_layers``: per plan, shape ``(n_plans,)``, or None."""
     return Facts(
         shape=ctx.shape,
         num_layers=model.num_layers,

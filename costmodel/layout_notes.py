@@ -89,6 +89,7 @@ def expert_parallel_warning(
 
 
 def homogeneous_warnings(model: ModelSpec, group: NodeGroup, plan: Plan) -> list[str]:
+    """Warnings on a homogeneous plan's layout: tensor or expert parallelism across nodes."""
     found = [
         tensor_parallel_warning(group, plan.tp),
         expert_parallel_warning(model, group, plan, plan.tp),

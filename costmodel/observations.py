@@ -114,6 +114,7 @@ class GemmSample(Timing):
 
     @property
     def flops(self) -> float:
+        """2 m n k: FLOPs of the GEMM."""
         return 2.0 * self.m * self.n * self.k
 
 
@@ -193,6 +194,7 @@ class CollectiveSample(Timing):
 
     @property
     def busbw_GBps(self) -> float:
+        """Bus bandwidth achieved, GB/s (nccl-tests' busbw)."""
         return self.size_B / self.median_s * self.bus_factor / 1e9
 
 
@@ -247,6 +249,7 @@ class Profile(Spec):
 
     @property
     def sample_count(self) -> int:
+        """Samples of every kind in the profile."""
         return len(self.gemm) + len(self.memory) + len(self.attention) + len(self.collectives)
 
 
@@ -273,10 +276,12 @@ class StepObservation(Spec):
 
     @property
     def tokens_per_step(self) -> float:
+        """Tokens per optimizer step: global batch x sequence length."""
         return float(self.training.global_batch_size * self.training.seq_length)
 
     @property
     def measured_step_time_s(self) -> float:
+        """Step time measured, or derived from ``tokens_per_s``, seconds."""
         if self.step_time_s is not None:
             return self.step_time_s
         return self.tokens_per_step / float(self.tokens_per_s or 0.0)

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class EfficiencyParams(BaseModel):
+    """Every non-datasheet number the cost model uses (README, 'How the cost model works':
+    efficiency parameters); frozen, what calibration fits."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def gemm_dtype_scale(self, precision: str) -> float:

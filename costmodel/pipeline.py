@@ -22,6 +22,9 @@ Array = np.ndarray
 
 @dataclass
 class Schedule:
+    """Pipeline time, bubble (seconds) and slowest stage kind of each plan, arrays of shape
+    ``(n_plans,)``."""
+
     pipeline_s: Array
     bubble_s: Array
     slowest_kind: Array  # index of the slowest stage (kind) per plan

@@ -46,6 +46,8 @@ def stage_fits_chunks(layers: int, vpp: int, extra_slot: bool) -> bool:
 
 
 def is_valid(num_layers: int, pp: int, vpp: int, split: Split) -> bool:
+    """Whether ``split`` (first, middle, last stage layers) covers ``num_layers`` over ``pp``
+    stages, each stage dividing into ``vpp`` chunks."""
     first, middle, last = split
     if pp == 1:
         return first == num_layers and vpp == 1

@@ -37,6 +37,8 @@ class Facts:
 
 @dataclass(frozen=True)
 class Rule:
+    """One structural rule: its ``Violation`` bit and where plans break it (bool ``(n_plans,)``)."""
+
     violation: Violation
     broken: Callable[[Columns, Facts], np.ndarray]  # True where broken (or one bool for all)
 

@@ -68,6 +68,7 @@ class DimFilter:
             self.values = None
 
     def allows(self, value: Any) -> bool:
+        """Whether ``value`` is among the allowed values or inside the range."""
         if self.values is not None:
             return value in self.values
         assert self.range is not None
@@ -75,6 +76,7 @@ class DimFilter:
         return (low is None or value >= low) and (high is None or value <= high)
 
     def keep(self, candidates: list[Any]) -> list[Any]:
+        """The ``candidates`` this filter allows, in order."""
         return [value for value in candidates if self.allows(value)]
 
 
@@ -118,14 +120,27 @@ class SearchScope(Protocol):
     groups and global batch sizes to search, and the constraints as filters."""
 
     @property
-    def model(self) -> ModelSpec: ...
+    def model(self) -> ModelSpec:
+        """The model searched."""
+
     @property
-    def cluster(self) -> ClusterSpec: ...
+    def cluster(self) -> ClusterSpec:
+        """The cluster searched."""
+
     @property
-    def global_batch_sizes(self) -> list[int] | None: ...
+    def global_batch_sizes(self) -> list[int] | None:
+        """Global batch sizes requested, or None for the training's."""
+
     @property
-    def batch_sizes(self) -> list[int]: ...
+    def batch_sizes(self) -> list[int]:
+        """Global batch sizes to search (the requested ones or the training's)."""
+
     @property
-    def search_groups(self) -> list[NodeGroup]: ...
-    def training_for(self, global_batch_size: int) -> TrainingSpec: ...
-    def filters(self) -> dict[str, DimFilter]: ...
+    def search_groups(self) -> list[NodeGroup]:
+        """Node groups plans may use."""
+
+    def training_for(self, global_batch_size: int) -> TrainingSpec:
+        """The training spec at ``global_batch_size``."""
+
+    def filters(self) -> dict[str, DimFilter]:
+        """Per dimension, the constraint's normalized filter."""

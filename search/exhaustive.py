@@ -35,6 +35,9 @@ StopFn = Callable[[], bool]
 
 @dataclass
 class Enumeration:
+    """What an exhaustive search kept (best first), how many plans it priced and found feasible, and
+    whether it finished."""
+
     candidates: list[Evaluation]  # best first (pareto: the front, fastest first)
     evaluated: int
     feasible: int
@@ -158,6 +161,8 @@ def enumerate_plans(
     should_stop: StopFn | None = None,
     deadline: float | None = None,
 ) -> Enumeration:
+    """Price every plan of ``spaces`` in chunks and keep the best ``keep`` (pareto: the front),
+    reporting progress and stopping on ``should_stop`` or ``deadline``."""
     total = sum(space.size for space in spaces)
     pool: dict[str, np.ndarray] | None = None
     evaluated = feasible = 0

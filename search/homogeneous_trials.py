@@ -46,6 +46,8 @@ SEEDS = 4
 
 @dataclass(frozen=True)
 class Candidate:
+    """One structural row of one group's space: what a trial decodes to."""
+
     space: int  # index into the trial space's GroupSpace list
     row: int  # structural row of that space
 
@@ -90,10 +92,12 @@ class HomogeneousTrials:
 
     @property
     def size(self) -> int:
+        """Plans in all spaces."""
         return sum(space.size for space in self.spaces)
 
     # Decoding ------------------------------------------------------------------------------
     def suggest(self, trial: optuna.Trial) -> Candidate:
+        """Sample a structure for ``trial`` and decode it to a candidate."""
         return self.decode(sample(trial, self.parameters))
 
     def decode(self, raw: dict[str, Any]) -> Candidate:
@@ -106,6 +110,7 @@ class HomogeneousTrials:
 
     # Pricing -------------------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Evaluation]:
+        """Price every option of each candidate's row and keep its best."""
         results: dict[Candidate, Evaluation] = {}
         for index, space in enumerate(self.spaces):
             rows = sorted({c.row for c in candidates if c.space == index})

@@ -25,6 +25,8 @@ DEFAULT_MAX_MEMORY_FRACTION = 0.9
 
 @dataclass(frozen=True)
 class Metric:
+    """An objective's metric: an ``estimate_many`` key and whether larger or smaller is better."""
+
     key: str  # an estimate_many key and an Estimate field
     direction: Direction
 
@@ -75,12 +77,15 @@ class Evaluation:
 
     @property
     def feasible(self) -> bool:
+        """Whether the plan fits the memory cap (``memory_ratio <= 1``)."""
         return self.memory_ratio <= 1.0
 
     def values(self, metrics: Sequence[Metric]) -> tuple[float, ...]:
+        """The plan's value of each metric, in ``metrics``' order."""
         return tuple(self.metrics[metric.key] for metric in metrics)
 
     def scores(self, metrics: Sequence[Metric]) -> tuple[float, ...]:
+        """The plan's score (larger is better) for each metric, in ``metrics``' order."""
         return tuple(
             float(metric.score(np.asarray(self.metrics[metric.key]))) for metric in metrics
         )
@@ -94,6 +99,8 @@ def memory_ratio_of_arrays(arrays: dict[str, np.ndarray], fraction: float) -> np
 
 
 def memory_ratio_of_estimate(estimate: Estimate, fraction: float) -> float:
+    """Peak / allowed memory of the estimate's fullest stage, or inf where it is infeasible for
+    another reason."""
     ratio = max(
         stage.peak_memory_gib / (fraction * stage.capacity_gib) for stage in estimate.per_stage
     )
@@ -104,6 +111,8 @@ def memory_ratio_of_estimate(estimate: Estimate, fraction: float) -> float:
 
 
 def metrics_of_estimate(estimate: Estimate) -> dict[str, float]:
+    """The ``estimate_many`` metrics of one ``Estimate`` (NaN where it has none)."""
+
     def number(value: float | None) -> float:
         return float("nan") if value is None else float(value)
 

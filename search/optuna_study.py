@@ -66,14 +66,23 @@ class TrialSpace(Protocol):
     fitting: int  # of those, plans within the memory cap
 
     # Candidates are hashable, so a plan proposed twice is priced once.
-    def suggest(self, trial: optuna.Trial) -> Any: ...
-    def decode(self, raw: dict[str, Any]) -> Any: ...
-    def evaluate(self, candidates: Sequence[Any]) -> list[Evaluation]: ...
-    def seeds(self, metrics: Sequence[Metric]) -> list[dict[str, Any]]: ...
+    def suggest(self, trial: optuna.Trial) -> Any:
+        """Sample a candidate for ``trial``."""
+
+    def decode(self, raw: dict[str, Any]) -> Any:
+        """The candidate of a trial's parameters."""
+
+    def evaluate(self, candidates: Sequence[Any]) -> list[Evaluation]:
+        """Price the candidates, one evaluation each."""
+
+    def seeds(self, metrics: Sequence[Metric]) -> list[dict[str, Any]]:
+        """Trial parameters to enqueue first (warm start)."""
 
 
 @dataclass
 class StudyOutcome:
+    """The evaluations of a study's completed trials, its trial count, name and status."""
+
     evaluations: list[tuple[int, Evaluation]]  # (trial number, evaluation), completed trials
     trials: int  # finished trials in the study
     study_name: str
@@ -81,11 +90,13 @@ class StudyOutcome:
 
 
 def fingerprint(request: SearchRequest) -> str:
+    """SHA-256 of what defines the search (``SearchRequest.fingerprint_fields``)."""
     text = json.dumps(request.fingerprint_fields(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler ``name`` (tpe, nsga2 or random), seeded."""
     if name == "tpe":
         # Multivariate TPE models the dims jointly (tp x pp x dp trade off against each other);
         # constant_liar keeps parallel workers from piling onto one point.
@@ -127,6 +138,8 @@ def open_study(
     storage: BaseStorage | None,
     study_name: str | None,
 ) -> optuna.Study:
+    """Create or load the study of ``request`` (named by its fingerprint unless ``study_name``); a
+    ``ValueError`` when a study of that name holds another search."""
     marker = fingerprint(request)
     name = study_name or f"autopar-{marker[:16]}"
     study = optuna.create_study(
@@ -166,6 +179,7 @@ def _record(trial: optuna.Trial, evaluation: Evaluation) -> None:
 
 
 def evaluation_of(trial: FrozenTrial) -> Evaluation | None:
+    """The evaluation stored on a finished trial, or None when it has none."""
     attrs = trial.user_attrs
     if "plan" not in attrs or "priced" not in attrs:
         return None
@@ -298,6 +312,8 @@ def run_study(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
 ) -> StudyOutcome:
+    """Ask/tell batches of trials until ``trials``, ``deadline`` or ``should_stop``, resuming what
+    the storage already holds."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     resolved = resolve_storage(storage)
     sampler = make_sampler(sampler_name, request.seed)

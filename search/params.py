@@ -18,11 +18,14 @@ import optuna
 
 @dataclass(frozen=True)
 class Parameter:
+    """One sampled parameter of a trial space: categorical, integer ladder or float range."""
+
     name: str
     kind: Literal["categorical", "int", "float"]
     choices: tuple[Any, ...]  # categorical: the choices; int: the ladder; float: (low, high)
 
     def suggest(self, trial: optuna.Trial) -> Any:
+        """This parameter's value for ``trial``."""
         if self.kind == "categorical":
             return trial.suggest_categorical(self.name, list(self.choices))
         if self.kind == "int":
@@ -30,6 +33,7 @@ class Parameter:
         return trial.suggest_float(self.name, self.choices[0], self.choices[1])
 
     def neighbors(self, value: Any) -> list[Any]:
+        """The values next to ``value``: other choices, or the adjacent rungs of the ladder."""
         if self.kind == "categorical":
             return [choice for choice in self.choices if choice != value]
         if self.kind == "int":
@@ -48,6 +52,7 @@ def parameter(name: str, kind: Literal["categorical", "int", "float"], values: S
 
 
 def sample(trial: optuna.Trial, parameters: Sequence[Parameter]) -> dict[str, Any]:
+    """Each parameter's value for ``trial``, by name."""
     return {p.name: p.suggest(trial) for p in parameters}
 
 

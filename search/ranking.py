@@ -153,11 +153,14 @@ def differing_fields(plan: Plan, reference: Plan) -> list[str]:
 # Entries -----------------------------------------------------------------------------------------
 @dataclass
 class Entry:
+    """One distinct layout: its best (trial, evaluation) and its near-ties."""
+
     best: Found
     equivalents: list[Found] = field(default_factory=list)
 
     @property
     def evaluation(self) -> Evaluation:
+        """The best evaluation of the layout."""
         return self.best[1]
 
 

@@ -167,6 +167,7 @@ class SearchRequest(BaseModel):
     # Resolved views ---------------------------------------------------------------------------
     @property
     def batch_sizes(self) -> list[int]:
+        """Global batch sizes to search: the requested ones, or the training's."""
         return self.global_batch_sizes or [self.training.global_batch_size]
 
     @property
@@ -180,9 +181,11 @@ class SearchRequest(BaseModel):
         return precision_usable(gpu, self.training.precision)
 
     def filters(self) -> dict[str, DimFilter]:
+        """Per constrained dimension, its normalized filter."""
         return dim_filters(self.constraints)
 
     def training_for(self, global_batch_size: int) -> TrainingSpec:
+        """The training spec at ``global_batch_size``."""
         if global_batch_size == self.training.global_batch_size:
             return self.training
         return self.training.model_copy(update={"global_batch_size": global_batch_size})

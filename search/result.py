@@ -37,6 +37,8 @@ class EquivalentPlan(BaseModel):
 
 
 class RankedPlan(BaseModel):
+    """One ranked layout: the plan, its estimate, objective values and near-tie equivalents."""
+
     model_config = ConfigDict(extra="forbid")
 
     rank: int = Field(ge=1, description="1 = best; on a Pareto front, 1 = fastest.")
@@ -57,6 +59,8 @@ class RankedPlan(BaseModel):
 
 
 class SearchResult(BaseModel):
+    """Ranked plans and how the search went (plans priced, trials, status)."""
+
     model_config = ConfigDict(extra="forbid")
 
     plans: list[RankedPlan] = Field(
@@ -100,4 +104,5 @@ class SearchResult(BaseModel):
 
     @property
     def best(self) -> RankedPlan | None:
+        """The first ranked plan, or None when there is none."""
         return self.plans[0] if self.plans else None

@@ -44,6 +44,7 @@ class SpaceError(ValueError):
 
 
 def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted({*small, *(n // d for d in small)})
 
@@ -313,10 +314,12 @@ class GroupSpace:
 
     @property
     def global_batch_size(self) -> int:
+        """Sequences per step of this space."""
         return self.training.global_batch_size
 
     @property
     def num_rows(self) -> int:
+        """Structural rows of the space."""
         return _rows(self.rows)
 
     @cached_property
@@ -342,6 +345,7 @@ class GroupSpace:
         return {dim: np.concatenate([part[dim] for part in parts]) for dim in parts[0]}
 
     def chunks(self, plans_per_chunk: int) -> Iterator[Table]:
+        """The space's plans as ``estimate_many`` columns, about ``plans_per_chunk`` at a time."""
         per_row = max(1, max(_rows(options) for options in self.options))
         step = max(1, plans_per_chunk // per_row)
         for start in range(0, self.num_rows, step):
@@ -353,6 +357,7 @@ class GroupSpace:
 
 
 def plan_from_values(values: dict[str, Any], group: str | None) -> Plan:
+    """The ``Plan`` of one row of ``estimate_many`` columns (codes decoded), on ``group``."""
     tp = int(values["tp"])
     return Plan(
         dp=int(values["dp"]),
@@ -372,10 +377,12 @@ def plan_from_values(values: dict[str, Any], group: str | None) -> Plan:
 
 
 def batch_field(request: SearchScope) -> str:
+    """The request field that sets the batch sizes, for messages."""
     return "global_batch_sizes" if request.global_batch_sizes else "training.global_batch_size"
 
 
 def group_space(request: SearchScope, group: NodeGroup, global_batch_size: int) -> GroupSpace:
+    """The valid homogeneous plan space of ``group`` at ``global_batch_size``."""
     training = request.training_for(global_batch_size)
     filters = request.filters()
     field_name = batch_field(request)

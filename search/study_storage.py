@@ -274,6 +274,7 @@ class BufferedStorage(InMemoryStorage):
         self._batch_lock = threading.Lock()
 
     def close(self) -> None:
+        """Release the database connections."""
         self.remote.engine.dispose()
 
     # Studies: created and loaded through the database --------------------------------------
@@ -282,6 +283,7 @@ class BufferedStorage(InMemoryStorage):
     ) -> int:
         # DuplicatedStudyError when it exists: create_study(load_if_exists=True) then loads it
         # by name (get_study_id_from_name).
+        """Create the study in the database and mirror it in memory."""
         remote_id = self.remote.create_new_study(directions, study_name)
         name = self.remote.get_study_name_from_id(remote_id)
         with self._lock:
@@ -291,6 +293,7 @@ class BufferedStorage(InMemoryStorage):
         return study_id
 
     def get_study_id_from_name(self, study_name: str) -> int:
+        """The study's memory id, loading it from the database the first time."""
         with self._lock:
             try:
                 return super().get_study_id_from_name(study_name)
@@ -337,16 +340,19 @@ class BufferedStorage(InMemoryStorage):
             )
 
     def set_study_user_attr(self, study_id: int, key: str, value: Any) -> None:
+        """Set a study user attribute in memory and in the database."""
         super().set_study_user_attr(study_id, key, value)
         if study_id in self._remote_ids:
             self.remote.set_study_user_attr(self._remote_ids[study_id], key, value)
 
     def set_study_system_attr(self, study_id: int, key: str, value: Any) -> None:
+        """Set a study system attribute in memory and in the database."""
         super().set_study_system_attr(study_id, key, value)
         if study_id in self._remote_ids:
             self.remote.set_study_system_attr(self._remote_ids[study_id], key, value)
 
     def delete_study(self, study_id: int) -> None:
+        """Delete the study from memory and from the database."""
         remote_id = self._remote_ids.pop(study_id, None)
         self._written.pop(study_id, None)
         super().delete_study(study_id)

@@ -150,6 +150,10 @@ def check_physics(profiles: Sequence[Profile]) -> None:
 
 
 def check_priceable(points: PointSet, predicted: np.ndarray) -> None:
+    """Raise ``CalibrationError`` naming the points the cost model prices as non-finite or <= 0.
+
+    ``predicted``: seconds (or GiB) per point of ``points``, shape ``(n_points,)``.
+    """
     bad = [
         points.points[i].label for i in np.flatnonzero(~np.isfinite(predicted) | (predicted <= 0))
     ]

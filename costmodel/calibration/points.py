@@ -79,6 +79,8 @@ def attention_factor(sample: AttentionSample) -> float:
 
 
 def node_group(gpu: GpuSpec, ranks: int = 1, ranks_per_node: int = 1) -> NodeGroup:
+    """A one-group stand-in for the GPUs a profile ran on: ``ranks`` GPUs, ``ranks_per_node`` per
+    node."""
     return NodeGroup(
         name="profile",
         gpu=gpu,
@@ -127,6 +129,7 @@ def _by_dtype(
 
 # ---- profile families -----------------------------------------------------------------------
 def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
+    """GEMM samples priced with ``kernels.gemm_time_s`` (one datatype's hardware per row)."""
     flops = np.array([s.flops for s in samples])
     m, n, k = (np.array([float(getattr(s, axis)) for s in samples]) for axis in "mnk")
     dtypes = np.array([s.dtype for s in samples])
@@ -156,6 +159,7 @@ def gemm_family(gpu: GpuSpec, samples: Sequence[GemmSample]) -> Family:
 
 
 def attention_family(gpu: GpuSpec, samples: Sequence[AttentionSample]) -> Family:
+    """Fused-attention samples priced with ``kernels.fused_attention_s``."""
     flops = np.array([s.full_flops for s in samples])
     factor = np.array([attention_factor(s) for s in samples])
     dtypes = np.array([s.dtype for s in samples])
@@ -193,6 +197,8 @@ ELEMENTWISE_KERNELS = ("add", "gelu", "layer_norm", "softmax")
 
 
 def memory_family(gpu: GpuSpec, samples: Sequence[MemorySample]) -> Family:
+    """Elementwise (memory-bound) samples priced with ``kernels.memory_bound_s``; others are left
+    out."""
     samples = [s for s in samples if s.kernel in ELEMENTWISE_KERNELS]
     moved = np.array([s.bytes for s in samples])
 
@@ -214,6 +220,8 @@ def memory_family(gpu: GpuSpec, samples: Sequence[MemorySample]) -> Family:
 
 
 def collective_family(gpu: GpuSpec, samples: Sequence[CollectiveSample]) -> Family:
+    """Collective samples priced with ``comm``'s all-reduce, all-gather and all-to-all, series by op
+    and topology."""
     size = np.array([s.size_B for s in samples])
     ranks = np.array([float(s.ranks) for s in samples])
     local = np.array([float(s.ranks_per_node) for s in samples])
@@ -312,6 +320,7 @@ def _spec_key(obs: StepObservation) -> str:
 
 
 def step_families(observations: Sequence[StepObservation]) -> list[Family]:
+    """Observed training steps priced with ``estimate``: step times, and peak memory if measured."""
     cache = _EstimateCache(observations)
     step_points = [
         Point(
@@ -368,6 +377,7 @@ class PointSet:
     def build(
         cls, profiles: Sequence[Profile], observations: Sequence[StepObservation]
     ) -> "PointSet":
+        """Every point of ``profiles`` and ``observations``, family by family."""
         families: list[Family] = []
         for profile in profiles:
             gpu = profile.gpu
@@ -395,17 +405,22 @@ class PointSet:
 
     @property
     def measured(self) -> np.ndarray:
+        """Measured value of each point (seconds, GiB for peak memory), shape ``(n_points,)``."""
         return np.array([point.measured for point in self.points])
 
     @property
     def sources(self) -> np.ndarray:
+        """Reporting source of each point, object array of shape ``(n_points,)``."""
         return np.array([point.source for point in self.points], dtype=object)
 
     @property
     def observed_runs(self) -> np.ndarray:
+        """Whether each point is an observed training run, bool array of shape ``(n_points,)``."""
         return np.array([point.observed_run for point in self.points], dtype=bool)
 
     def predict(self, params: EfficiencyParams, subset: np.ndarray) -> np.ndarray:
+        """The cost model's value for the points ``subset`` (indices, shape ``(n_subset,)``) under
+        ``params``; same shape and units as ``measured``."""
         out = np.empty(subset.size)
         for index, family in enumerate(self.families):
             chosen = self.family_of[subset] == index

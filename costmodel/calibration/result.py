@@ -10,6 +10,8 @@ class _Result(BaseModel):
 
 
 class ParamChange(_Result):
+    """One calibrated parameter's value before and after the fit."""
+
     name: str
     label: str
     before: float
@@ -35,6 +37,8 @@ class SourceError(_Result):
 
 
 class CalibrationResult(_Result):
+    """What a fit produced: the parameters, what moved and the errors in and out of sample."""
+
     params: EfficiencyParams = Field(description="What estimates should use.")
     base: EfficiencyParams = Field(description="What the fit started from (and falls back to).")
     fitted: list[str] = Field(description="Parameters the fit was allowed to move.")
@@ -58,6 +62,7 @@ class CalibrationResult(_Result):
 
     @property
     def moved(self) -> list[ParamChange]:
+        """The changes that moved (``ParamChange.moved``)."""
         return [change for change in self.changes if change.moved]
 
     @staticmethod
@@ -68,18 +73,22 @@ class CalibrationResult(_Result):
 
     @property
     def held_out_mape_before(self) -> float:
+        """Mean held-out MAPE over sources, before the fit (0.1 = 10%)."""
         return self._mean(self.held_out, "mape_before")
 
     @property
     def held_out_mape_after(self) -> float:
+        """Mean held-out MAPE over sources, after the fit (0.1 = 10%)."""
         return self._mean(self.held_out, "mape_after")
 
     @property
     def held_out_log_error_before(self) -> float:
+        """Mean held-out |ln(predicted / measured)| over sources, before the fit."""
         return self._mean(self.held_out, "log_error_before")
 
     @property
     def held_out_log_error_after(self) -> float:
+        """Mean held-out |ln(predicted / measured)| over sources, after the fit."""
         return self._mean(self.held_out, "log_error_after")
 
 
@@ -96,8 +105,10 @@ class Calibration(_Result):
 
     @property
     def params(self) -> EfficiencyParams:
+        """The fitted parameters (``result.params``)."""
         return self.result.params
 
     @property
     def ref(self) -> str:
+        """``name@version``, how searches and estimates refer to this calibration."""
         return f"{self.name}@{self.version}"

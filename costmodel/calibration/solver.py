@@ -24,6 +24,9 @@ Residuals = Callable[[np.ndarray], np.ndarray]
 
 @dataclass
 class Solution:
+    """Where the solver stopped: ``x`` and residuals ``(n_residuals,)``, gradient ``(n_params,)``,
+    Gauss-Newton Hessian ``(n_params, n_params)``, costs and counts."""
+
     x: np.ndarray
     cost: float
     initial_cost: float
@@ -36,6 +39,8 @@ class Solution:
 
 
 def soft_l1_cost(residuals: np.ndarray, weights: np.ndarray, scale: float) -> float:
+    """Robust cost sum_i w_i 2 f^2 (sqrt(1 + (r_i / f)^2) - 1) of ``residuals`` and ``weights``,
+    both ``(n_residuals,)``, at scale f."""
     z = (residuals / scale) ** 2
     return float(np.sum(weights * scale**2 * 2.0 * (np.sqrt(1.0 + z) - 1.0)))
 
@@ -53,6 +58,8 @@ def forward_jacobian(
     lower: np.ndarray,
     upper: np.ndarray,
 ) -> np.ndarray:
+    """Forward-difference Jacobian of ``fun`` at ``x`` (``(n_params,)``), steps kept inside [lower,
+    upper]: shape ``(n_residuals, n_params)``."""
     jac = np.empty((r0.size, x.size))
     for j in range(x.size):
         h = steps[j] if x[j] + steps[j] <= upper[j] else -steps[j]  # stay inside the box

@@ -24,6 +24,8 @@ _FACTOR_3 = float(np.log(3.0))
 
 @dataclass(frozen=True)
 class ParamSpec:
+    """One calibratable parameter: its bounds, transform (log or linear) and prior width."""
+
     name: str
     label: str
     transform: Transform
@@ -38,21 +40,25 @@ class ParamSpec:
 
     @property
     def sigma(self) -> float:
+        """Width of the prior around the base value, in solver units."""
         if self.prior_sigma is not None:
             return self.prior_sigma
         return _FACTOR_3 if self.transform == "log" else 1.0
 
     def to_solver(self, value: float) -> float:
+        """Parameter value -> solver coordinate (ln for log parameters, value / unit otherwise)."""
         if self.transform == "log":
             return float(np.log(value))
         return value / self.unit
 
     def from_solver(self, coordinate: float) -> float:
+        """Solver coordinate -> parameter value (inverse of ``to_solver``)."""
         if self.transform == "log":
             return float(np.exp(coordinate))
         return coordinate * self.unit
 
     def solver_bounds(self) -> tuple[float, float]:
+        """(lower, upper) in solver coordinates."""
         return self.to_solver(self.lower), self.to_solver(self.upper)
 
 
@@ -191,6 +197,7 @@ BOUND_TOLERANCE = 0.05
 
 
 def check_names(names: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` listing the calibratable parameters if a name is not one."""
     unknown = [name for name in names if name not in PARAMETERS]
     if unknown:
         raise ValueError(

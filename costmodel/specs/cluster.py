@@ -107,14 +107,18 @@ class NodeGroup(Spec):
 
     @property
     def num_gpus(self) -> int:
+        """GPUs of the group: nodes x GPUs per node."""
         return self.num_nodes * self.gpus_per_node
 
     @property
     def reliability_or_default(self) -> ReliabilitySpec:
+        """The group's reliability, or the defaults (``DEFAULT_RELIABILITY``)."""
         return self.reliability if self.reliability is not None else DEFAULT_RELIABILITY
 
 
 class ZoneLink(Spec):
+    """The link between two zones: aggregate one-direction bandwidth and latency."""
+
     zones: tuple[str, str]
     bandwidth_GBps: Number = Field(
         ge=MIN_GBPS, le=1e7, description="Aggregate, one direction, GB/s."
@@ -123,6 +127,8 @@ class ZoneLink(Spec):
 
 
 class ClusterSpec(Spec):
+    """Node groups (unique names) and the links between their zones."""
+
     name: str = Field(default="custom", min_length=1, max_length=200)
     groups: list[NodeGroup] = Field(min_length=1, max_length=1000)
     zone_links: list[ZoneLink] = Field(default_factory=list)
@@ -144,9 +150,11 @@ class ClusterSpec(Spec):
 
     @property
     def num_gpus(self) -> int:
+        """GPUs of all groups."""
         return sum(group.num_gpus for group in self.groups)
 
     def group(self, name: str) -> NodeGroup:
+        """The group named ``name``; ``KeyError`` when there is none."""
         for candidate in self.groups:
             if candidate.name == name:
                 return candidate

@@ -4,6 +4,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Result(BaseModel):
+    """Base of the estimate models: unknown fields refused."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -33,12 +35,15 @@ class MemoryBreakdown(Result):
 
     @property
     def total(self) -> float:
+        """GiB per GPU of all parts."""
         return (
             self.parameters + self.gradients + self.optimizer_states + self.activations + self.other
         )
 
 
 class StageEstimate(Result):
+    """One pipeline stage of an estimate: layout, times per micro-batch and memory per GPU."""
+
     stage: int
     group: str
     gpu: str
@@ -118,6 +123,9 @@ class GoodputEstimate(Result):
 
 
 class Estimate(Result):
+    """The cost model's answer for one plan: feasibility and reasons, step time, throughput, memory,
+    cost and goodput, with per-stage breakdowns."""
+
     feasible: bool
     reasons: list[str] = Field(default_factory=list)
     num_gpus: int

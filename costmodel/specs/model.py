@@ -158,10 +158,12 @@ class ModelSpec(Spec):
     # Resolved views -------------------------------------------------------------------------
     @property
     def kv_heads(self) -> int:
+        """Key/value heads (``num_kv_heads``, default the attention heads)."""
         return self.num_kv_heads or self.num_attention_heads
 
     @property
     def ffn_size(self) -> int:
+        """FFN hidden width (``ffn_hidden_size``, default 4 x hidden)."""
         return self.ffn_hidden_size or 4 * self.hidden_size
 
     @property

@@ -40,6 +40,9 @@ class StageSpec(Spec):
 
 
 class Plan(Spec):
+    """Parallel degrees, micro-batch, ZeRO stage, recompute and schedule of one training step;
+    homogeneous (one group) or per stage (``stages``)."""
+
     dp: Integer = Field(ge=1, le=1_000_000, description="Data-parallel replicas.")
     tp: Integer = Field(ge=1, le=4096, description="Tensor-parallel degree (Megatron).")
     pp: Integer = Field(ge=1, le=10_000, description="Pipeline stages.")
@@ -169,4 +172,5 @@ class Plan(Spec):
 
     @property
     def is_heterogeneous(self) -> bool:
+        """Whether the plan lists its stages (``stages``)."""
         return self.stages is not None

@@ -120,6 +120,7 @@ class ReliabilitySpec(Spec):
 
     @property
     def unplanned_per_node_day(self) -> float:
+        """Unplanned interruptions per node-day, all causes."""
         return (
             self.gpu_failures_per_node_day
             + self.host_failures_per_node_day

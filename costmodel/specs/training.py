@@ -12,6 +12,8 @@ Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
 
 
 class TrainingSpec(Spec):
+    """Sequence length, global batch, precision, optimizer and the training switches."""
+
     seq_length: Integer = Field(ge=1, le=10_000_000, description="Tokens per sequence.")
     global_batch_size: Integer = Field(
         ge=1, le=100_000_000, description="Sequences per optimizer step."

@@ -110,6 +110,9 @@ def inflight_layers(
 
 @dataclass
 class ActivationMemory:
+    """Per stage instance, shape ``(n_instances,)``: activation bytes at the peak, the in-flight
+    part and the in-flight layers."""
+
     total_B: Array
     inflight_B: Array  # the part that scales with in-flight layers
     inflight_layers: Array

@@ -31,6 +31,9 @@ from costmodel.stage.state import StageParams
 
 @dataclass
 class DpTraffic:
+    """Per stage instance, shape ``(n_instances,)``, seconds: end-of-step reduction, exposed sharded
+    traffic per micro-batch and the compute the reduction may hide behind."""
+
     end_of_step_s: Array  # gradient reduction (+ ZeRO-1/2 parameter all-gather) per step
     sharded_exposed_s: Array  # per micro-batch: ZeRO-2/3 traffic compute cannot hide
     overlap_budget_s: Array  # backward compute the end-of-step reduction may hide behind

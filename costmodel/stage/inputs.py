@@ -51,6 +51,8 @@ class StageInputs:
 
     @property
     def expert_tp(self) -> Array:
+        """Tensor-parallel degree of the expert layers (``etp``, default ``tp``),
+        ``(n_instances,)``."""
         return self.tp if self.etp is None else np.where(self.etp > 0, self.etp, self.tp)
 
     @property
@@ -61,6 +63,7 @@ class StageInputs:
 
     @property
     def layers(self) -> Array:
+        """Layers of each stage instance, dense and MoE, ``(n_instances,)``."""
         return self.dense_layers + self.moe_layers
 
 
@@ -93,6 +96,8 @@ class StageCosts:
 
     @property
     def per_microbatch_s(self) -> Array:
+        """Seconds of one micro-batch on the stage (compute, recompute, exposed communication,
+        overhead), ``(n_instances,)``."""
         return (
             self.forward_s
             + self.backward_s
@@ -107,6 +112,7 @@ class StageCosts:
 
     @property
     def memory_gib(self) -> Array:
+        """GiB per GPU of the stage (states, activations, other), ``(n_instances,)``."""
         return (
             self.parameters_gib
             + self.gradients_gib

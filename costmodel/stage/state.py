@@ -37,6 +37,8 @@ class StageParams:
 
 
 def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
+    """Parameter counts per GPU of each stage instance before ZeRO sharding (arrays
+    ``(n_instances,)``)."""
     shape = ctx.shape
     layers = st.layers
     dense_per_layer = shape.attention_params + shape.dense_mlp_params
@@ -82,6 +84,9 @@ def stage_params(ctx: ModelContext, st: StageInputs) -> StageParams:
 
 @dataclass
 class StateBytes:
+    """Per stage instance, shape ``(n_instances,)``: weight, gradient and optimizer bytes per GPU,
+    and the parameters whose optimizer states the GPU updates."""
+
     weights_B: Array
     grads_B: Array
     optimizer_B: Array

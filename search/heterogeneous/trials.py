@@ -51,6 +51,7 @@ class HeterogeneousTrials:
 
     # Sampling ------------------------------------------------------------------------------
     def suggest(self, trial: optuna.Trial) -> Skeleton:
+        """Sample a skeleton (stage groups and degrees) for ``trial``."""
         return self.decode(sample(trial, self.parameters))
 
     def decode(self, raw: dict[str, Any]) -> Skeleton:
@@ -59,6 +60,7 @@ class HeterogeneousTrials:
 
     # Pricing -------------------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Skeleton]) -> list[Evaluation]:
+        """Balance each skeleton's layers and price it."""
         return [self.balance(skeleton) for skeleton in candidates]
 
     def _estimate(self, skeleton: Skeleton, layers: list[int]) -> Estimate:
@@ -74,6 +76,7 @@ class HeterogeneousTrials:
         return result
 
     def plan(self, skeleton: Skeleton, layers: list[int]) -> Plan:
+        """The plan of ``skeleton`` with ``layers`` per stage."""
         return skeleton.plan(layers)
 
     def initial_split(self, skeleton: Skeleton) -> list[int]:
@@ -134,6 +137,7 @@ class HeterogeneousTrials:
 
     # Warm start (search.heterogeneous.seed) -------------------------------------------------
     def seeds(self, metrics: Sequence[Metric]) -> list[dict[str, Any]]:
+        """Warm-start trial parameters from the seed plans, limited to this space's parameters."""
         names = {p.name for p in self.parameters}
         return [{k: v for k, v in seed.items() if k in names} for seed in self.seed_plans]
 
