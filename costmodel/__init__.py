@@ -8,6 +8,12 @@ Two faces of one model:
 
 Without a calibration both price each node group with its GPU's defaults, ``default_params(gpu)``
 (fitted from published micro-benchmarks, ``costmodel.gpu_defaults``).
+
+Array shapes: ``estimate_many`` takes and returns arrays of shape ``(n_plans,)``; the stage model
+(``costmodel.stage``) works on ``(n_instances,)`` arrays, one entry per stage instance.
+
+See README.md, 'How the cost model works', and 'Validation against published runs' for how it is
+checked against the runs of ``validation/README.md``.
 """
 
 from costmodel.api import estimate, estimate_many

@@ -98,14 +98,15 @@ def estimate_many(
 ) -> dict[str, np.ndarray]:
     """Price N homogeneous plans at once (one numpy pass, no per-plan Python loop).
 
-    ``plans`` maps Plan field names to equal-length arrays: dp, tp, pp, micro_batch_size
-    (required) and cp, ep, vpp, zero_stage, recompute (codes 0 none / 1 selective / 2 full, or
-    strings), sequence_parallel (default tp > 1), offload_optimizer, overlap_grad_reduce,
-    tp_comm_overlap, schedule (0 1f1b / 1 gpipe) (optional, Plan defaults). All plans run on
+    ``plans`` maps Plan field names to arrays of shape ``(n_plans,)`` (a scalar applies to every
+    plan): dp, tp, pp, micro_batch_size (required) and cp, ep, vpp, zero_stage, recompute (codes
+    0 none / 1 selective / 2 full, or strings), sequence_parallel (default tp > 1),
+    offload_optimizer, overlap_grad_reduce, tp_comm_overlap, schedule (0 1f1b / 1 gpipe)
+    (optional, Plan defaults). All plans run on
     node group ``group`` (default: the first), priced with ``params`` or, without them, that
     group's GPU defaults (``costmodel.gpu_defaults.default_params``).
 
-    Returns arrays of length N: feasible (bool), violations (bitmask of
+    Returns arrays of shape ``(n_plans,)``: feasible (bool), violations (bitmask of
     ``costmodel.feasibility.Violation``), num_gpus, microbatches, step_time_s, tokens_per_s,
     tokens_per_s_per_gpu, peak_memory_gib, capacity_gib, mfu, hfu, usd_per_hour and
     usd_per_million_tokens (NaN without a price), the step-time parts pipeline_s, bubble_s,

@@ -11,7 +11,9 @@ otherwise NCCL's rings cross nodes, and with one NIC per GPU (rail-optimized fab
 crossing uses a different NIC, so the network sustains ``local * NIC bandwidth`` for the group,
 capped by the node's scale-up bandwidth.
 
-All functions are numpy-vectorized: every argument may be a scalar or an array.
+All functions are numpy-vectorized: every argument may be a scalar or an array (the stage
+model passes ``(n_instances,)``); results have the broadcast shape, in seconds (bandwidths in
+bytes/s). See README.md, 'How the cost model works'.
 """
 
 import numpy as np

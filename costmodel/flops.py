@@ -12,6 +12,8 @@ Face's ``DeepseekV3Attention``) replaces the Q/K/V projections by a query down/u
 (or one query projection without ``q_lora_rank``), a joint key/value down-projection whose
 output also carries the shared rotary key, and a key/value up-projection; training attends
 with queries and keys of head dim nope + rope and values of head dim v.
+
+The formulas quoted from the sources: validation/formulas.md.
 """
 
 from dataclasses import dataclass

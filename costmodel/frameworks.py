@@ -130,7 +130,7 @@ LIMITS: dict[str, tuple[Limit, ...]] = {
 
 
 def broken_limits(framework: str, p: Columns) -> np.ndarray:
-    """Per plan: whether ``framework`` cannot launch it."""
+    """Per plan: whether ``framework`` cannot launch it, bool ``(n_plans,)``."""
     mask = np.zeros(p["dp"].shape, dtype=bool)
     for limit in LIMITS[framework]:
         mask |= np.asarray(limit.broken(p), dtype=bool)

@@ -21,7 +21,9 @@ start before the last is written (tau + delta >= lag). Planned interruptions (a 
 written just before) cost a restart each.
 
 Every function works on numpy arrays: the scalar estimate and the vectorized search price
-goodput with the same code.
+goodput with the same code; per-plan arrays have shape ``(n_plans,)``.
+
+See README.md, 'Goodput: failures, checkpoints and restarts'.
 """
 
 from dataclasses import dataclass
@@ -126,10 +128,11 @@ def price_goodput(
 ) -> dict[str, np.ndarray]:
     """Goodput and its parts for every plan of ``inputs`` (see the module docstring).
 
-    Returns arrays: goodput, strategy (STRATEGY_CODES), mtbf_s, write_s, exposed_s, load_s,
-    interval_s, restart_s, lost_work_per_failure_s, host_gib_per_node, hot_spares, the lost
-    shares of wall time (lost_writes, lost_recomputed, lost_restarts) and, per second of
-    fault-free compute, unplanned_per_compute_s and planned_per_compute_s.
+    Returns arrays of shape ``(n_plans,)``: goodput, strategy (STRATEGY_CODES), mtbf_s,
+    write_s, exposed_s, load_s, interval_s, restart_s, lost_work_per_failure_s,
+    host_gib_per_node, hot_spares, the lost shares of wall time (lost_writes, lost_recomputed,
+    lost_restarts) and, per second of fault-free compute, unplanned_per_compute_s and
+    planned_per_compute_s.
     """
     gpn = float(inputs.gpus_per_node)
     nodes = np.maximum(np.asarray(inputs.job_nodes, dtype=float), 1.0)

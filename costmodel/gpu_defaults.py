@@ -11,6 +11,8 @@ Every estimate made without a calibration (``params=None``) prices each node gro
 own GPU's defaults. A GPU without a shipped file, and an inline custom ``GpuSpec`` (one that is
 not the catalog entry of its name), gets ``DEFAULT_PARAMS``. An explicit ``EfficiencyParams``
 (a calibration) overrides all of this, for every group.
+
+See README.md, 'Defaults from hardware measurements'.
 """
 
 import json

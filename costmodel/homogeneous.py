@@ -4,6 +4,9 @@ A homogeneous plan has three kinds of pipeline stage: the first (with the input 
 middle ones and the last (with the output layer and loss); with pp = 1 the single stage has both.
 We price the three kinds for all N plans in one ``stage_costs`` call on 3N entries, then combine
 them with the pipeline schedule (``pipeline.py``).
+
+Shapes: plan columns and results are ``(n_plans,)``; the stage model sees ``(3, n_plans)`` kind
+arrays (rows: first, middle, last) against ``(1, n_plans)`` plan rows, and ``(3,)`` for one plan.
 """
 
 from collections.abc import Mapping
@@ -44,7 +47,7 @@ KNOWN = (*REQUIRED, *_DEFAULTS, "sequence_parallel")
 
 
 def normalize_plans(plans: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Plan field name -> equal-length int64 arrays, defaults filled, codes for enums."""
+    """Plan field name -> int64 array of shape ``(n_plans,)``, defaults filled, codes for enums."""
     unknown = sorted(set(plans) - set(KNOWN))
     if unknown:
         raise ValueError(f"unknown plan field(s): {', '.join(unknown)}; known: {', '.join(KNOWN)}")
@@ -100,7 +103,7 @@ class HomogeneousResult:
 def layer_split(
     model: ModelSpec, ctx: ModelContext, p: dict[str, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first, middle, last) stage layers of every plan (``pipeline_split``); -1 if none."""
+    """(first, middle, last) stage layers, each ``(n_plans,)`` (``pipeline_split``); -1 if none."""
     return resolve_splits(
         model.num_layers,
         p["pp"],
@@ -270,7 +273,8 @@ def evaluate_homogeneous(
     costs = stage_costs(ctx, inputs, hw)
 
     def kinds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Split a stage-model output into its (first, middle, last) kinds, each of length N."""
+        """Split a ``(3, n_plans)`` stage-model output (or one broadcast to it) into the
+        (first, middle, last) kinds, each ``(n_plans,)``."""
         values = np.asarray(values)
         per_kind = values.shape[0] == 3 if values.ndim else False
         if flat:

@@ -10,6 +10,9 @@ model means by it:
   attention throughput; the backward pass at ``FLASH_BACKWARD_FACTOR`` times the forward.
 - Memory-bound kernels (norms, residual adds, activation functions, softmax, the optimizer
   step): bytes moved / achieved HBM bandwidth.
+
+Arguments broadcast elementwise (scalars, or ``(n_instances,)`` arrays of stage instances);
+times are seconds. See README.md, 'How the cost model works'.
 """
 
 from dataclasses import dataclass

@@ -2,7 +2,8 @@
 
 These are what calibration fits (``costmodel.calibration``); uncalibrated estimates use the
 documented defaults below. Everything else in the model is either a datasheet figure (see
-``hardware.py``) or a formula with a cited source.
+``hardware.py``) or a formula with a cited source. See README.md, 'How the cost model works'
+and 'Defaults from hardware measurements'.
 """
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -11,6 +11,8 @@ micro-batch to traverse the other stages. For identical stages this is Narayanan
 for unequal stages it is the bound used by heterogeneous planners (AMP, Li et al. NeurIPS'22,
 Eq. 2; Metis, Um et al. ATC'24), which models the schedule instead of averaging stages. GPipe has
 the same time (its memory differs; see ``stage.activations``).
+
+Per-plan arrays have shape ``(n_plans,)``. See README.md, 'How the cost model works'.
 """
 
 from dataclasses import dataclass

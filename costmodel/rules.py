@@ -103,7 +103,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def violations(p: Columns, facts: Facts, rules: tuple[Rule, ...] = RULES) -> np.ndarray:
-    """Bitmask of the broken rules per plan (``feasibility.describe`` words them)."""
+    """Bitmask of the broken rules per plan, int64 ``(n_plans,)`` (``feasibility.describe``)."""
     mask = np.zeros(p["dp"].shape, dtype=np.int64)
     for rule in rules:  # np.where broadcasts the rules that hold for every plan (scalars)
         mask |= np.where(rule.broken(p, facts), int(rule.violation), 0)

@@ -1,7 +1,8 @@
 """Plan search: exhaustive enumeration and Optuna studies over valid parallelization plans.
 
 ``run_search(SearchRequest(...))`` is the entry point (CLI, API and workers alike); it returns a
-``SearchResult`` with ranked plans, each explained by ``costmodel.estimate``.
+``SearchResult`` with ranked plans, each explained by ``costmodel.estimate``. See README.md,
+'Search plans'.
 
 The names below load on first use (PEP 562), so importing a submodule (``search.space``,
 ``search.constraints``) loads only what that submodule needs: the layering that

@@ -92,7 +92,10 @@ class Evaluation:
 
 
 def memory_ratio_of_arrays(arrays: dict[str, np.ndarray], fraction: float) -> np.ndarray:
-    """Per plan: peak / allowed memory, or inf where a non-memory rule is broken."""
+    """Per plan: peak / allowed memory, or inf where a non-memory rule is broken.
+
+    ``arrays``: ``estimate_many`` output, each ``(n_plans,)``; returns ``(n_plans,)``.
+    """
     structural = (arrays["violations"] & ~int(Violation.MEMORY)) == 0
     ratio = arrays["peak_memory_gib"] / (fraction * arrays["capacity_gib"])
     return np.where(structural, ratio, np.inf)

@@ -15,7 +15,8 @@ def price_group(
     request: SearchRequest, space: GroupSpace, columns: Mapping[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
     """``estimate_many`` of homogeneous plan ``columns`` on ``space``'s node group, priced
-    with ``request``'s parameters, plus each plan's ``memory_ratio`` (<= 1: it fits)."""
+    with ``request``'s parameters, plus each plan's ``memory_ratio`` (<= 1: it fits); columns
+    and results are ``(n_plans,)``."""
     arrays = estimate_many(
         request.model,
         space.training,

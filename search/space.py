@@ -329,7 +329,7 @@ class GroupSpace:
         return int(sum(int(counts[c]) * _rows(self.options[c]) for c in range(4) if counts[c]))
 
     def expand(self, start: int, stop: int) -> Table:
-        """All plans of structural rows [start, stop), as estimate_many columns."""
+        """All plans of structural rows [start, stop), as estimate_many columns ``(n_plans,)``."""
         parts: list[Table] = []
         classes = self.row_class[start:stop]
         for cls, options in enumerate(self.options):

@@ -8,6 +8,8 @@ and the error per source before and after, in-sample and k-fold held out. It rai
 Modules: ``space`` (parameters, bounds, transforms), ``points`` (pricing each measurement with
 the model's own formulas), ``guards`` (input checks), ``solver`` (robust bounded least squares),
 ``fit`` (the procedure), ``result`` (what is reported and stored).
+
+See README.md, 'Profile and calibrate'.
 """
 
 from costmodel.calibration.fit import fit_calibration

@@ -5,6 +5,12 @@ One module per cost term, each citing its source: ``compute`` (forward, backward
 ``data_parallel`` (the communication kinds), ``optimizer`` (the step), ``state`` (parameters,
 gradients, optimizer states) and ``activations`` (activation and other memory). ``stage_costs``
 composes them; the kernel-time primitives live in ``costmodel.kernels``.
+
+Every array argument and result has one entry per stage instance (a stage of one candidate
+plan): ``(n_instances,)``, or shapes that broadcast (``costmodel.homogeneous`` passes
+``(3, n_plans)`` arrays, the first, middle and last stage of each plan). Times are seconds per
+micro-batch unless named otherwise, memory is bytes (``*_B``) or GiB (``*_gib``) per GPU. See
+README.md, 'How the cost model works'.
 """
 
 import numpy as np

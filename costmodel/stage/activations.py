@@ -3,7 +3,8 @@
 Per layer: Korthikanti et al. 2022 Table 2 generalized to GQA, SwiGLU, MoE and optional
 dropout. In flight: 1F1B keeps min(p - i, m) micro-batches on stage i (Narayanan et al. SC'21
 Sec. 2.2), interleaving L (1 + (p - 1)/(p v)) layers on stage 0 (Korthikanti et al. Sec.
-4.2.3), GPipe all m.
+4.2.3), GPipe all m. The table as quoted: validation/formulas.md; README.md, 'How the cost
+model works' (memory, and what ``peak_memory_gib`` reports).
 """
 
 from dataclasses import dataclass
