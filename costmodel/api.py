@@ -45,7 +45,7 @@ def _check_timeable(cluster: ClusterSpec, plan: Plan, precision: str) -> None:
             name
             for stage in plan.stages
             for name in (
-                [stage.group] if stage.replicas is None else [r.group for r in stage.replicas]
+                [stage.group or ""] if stage.replicas is None else [r.group for r in stage.replicas]
             )
         }
     for index, group in enumerate(cluster.groups):

@@ -27,13 +27,15 @@ def scaled(value: Array, scale: float) -> Array:
     return value if scale == 1.0 else value * scale
 
 
-def bus_bandwidth_Bps(n: Array, local: Array, intra_Bps: Array, inter_Bps: Array) -> Array:
+def bus_bandwidth_Bps(
+    n: Array | float, local: Array | float, intra_Bps: Array, inter_Bps: Array
+) -> Array:
     """Achievable bus bandwidth (bytes/s) of a group of n ranks with ``local`` per node."""
     across = np.minimum(intra_Bps, inter_Bps * local)
     return np.where(local >= n, intra_Bps, across)
 
 
-def link_latency_s(n: Array, local: Array, intra_s: Array, inter_s: Array) -> Array:
+def link_latency_s(n: Array, local: Array, intra_s: Array | float, inter_s: Array | float) -> Array:
     """Mean per-step latency of a ring over n ranks with ``local`` per node.
 
     A ring laid out node by node (NCCL's rings follow the topology) crosses the network once
@@ -92,7 +94,7 @@ def p2p_s(size_B: Array, bandwidth_Bps: Array, latency_s: Array) -> Array:
     return size_B / bandwidth_Bps + latency_s
 
 
-def ranks_per_node(size: Array, stride: Array, gpus_per_node: Array) -> Array:
+def ranks_per_node(size: Array, stride: Array | int, gpus_per_node: Array) -> Array:
     """Members of a group (``size`` ranks, ``stride`` apart in rank order) sharing one node."""
     per_node = np.maximum(gpus_per_node // np.maximum(stride, 1), 1)
     return np.minimum(size, per_node)

@@ -58,7 +58,7 @@ class ModelContext:
     ) -> "ModelContext":
         """Resolve the context; raises ``SpecError`` when the sequence exceeds the model's
         positions."""
-        return _build_context(cls, model, training, params)
+        return _build_context(model, training, params)
 
     @classmethod
     def _build(
@@ -92,8 +92,8 @@ class ModelContext:
 
 @lru_cache(maxsize=256)
 def _build_context(
-    cls: type[ModelContext], model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
+    model: ModelSpec, training: TrainingSpec, params: EfficiencyParams
 ) -> ModelContext:
     # Specs are frozen (hashable) pydantic models: a search prices thousands of plans for one
     # (model, training) pair, so the derived shape is computed once.
-    return cls._build(model, training, params)
+    return ModelContext._build(model, training, params)

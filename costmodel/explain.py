@@ -122,7 +122,10 @@ def explain_homogeneous(
         ctx.params.per_step_overhead_s,
     )
     per_stage = []
-    split = tuple(int(arrays[f"{part}_stage_layers"]) for part in ("first", "middle", "last"))
+    first, middle, last = (
+        int(arrays[f"{part}_stage_layers"]) for part in ("first", "middle", "last")
+    )
+    split = (first, middle, last)
     valid = split[0] > 0
     counts = stage_layer_counts(model.num_layers, plan.pp, split) if valid else None
     layers = split[1] if valid else model.num_layers / plan.pp
@@ -161,7 +164,7 @@ def explain_homogeneous(
         )
     worst = max(per_stage, key=lambda stage: stage.peak_memory_gib)
     violations = int(arrays["violations"])
-    facts = {
+    facts: dict[str, float | int | str] = {
         "needed": plan.dp * plan.tp * plan.pp * plan.cp,
         "group": group.name,
         "available": group.num_gpus,

@@ -15,6 +15,7 @@ each pipeline set its pace, and the slowest pipeline set the step.
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from costmodel.specs import (
     ModelSpec,
     NodeGroup,
     Plan,
+    ReplicaSpec,
     StageEstimate,
     TrainingSpec,
 )
@@ -101,16 +103,18 @@ def _placements(cluster: ClusterSpec, plan: Plan) -> list[list[Placement]]:
             for i, s in enumerate(stages)
         ]
         return [row]
+    # Replica form: the plan's validation gives every stage its replicas when the first has.
+    replicas = [cast(list[ReplicaSpec], s.replicas) for s in stages]
     return [
         [
             Placement(
                 r,
                 i,
-                group(s.replicas[r].group, f"plan.stages[{i}].replicas[{r}].group"),
-                s.replicas[r].tp,
+                group(reps[r].group, f"plan.stages[{i}].replicas[{r}].group"),
+                reps[r].tp,
                 1,
             )
-            for i, s in enumerate(stages)
+            for i, reps in enumerate(replicas)
         ]
         for r in range(plan.dp)
     ]
@@ -241,7 +245,7 @@ def estimate_heterogeneous(
     Plan-level knobs (overlap interference, per-step overhead) then come from the defaults of
     the GPU running the first stage (of the first pipeline)."""
     grid = _placements(cluster, plan)
-    replica_form = plan.stages[0].replicas is not None  # type: ignore[index]
+    replica_form = (plan.stages or [])[0].replicas is not None
     num_pipelines, pp = len(grid), plan.pp
     flat = [placement for row in grid for placement in row]
     contexts = [
@@ -370,7 +374,8 @@ def estimate_heterogeneous(
     # Every GPU of a group the plan runs on is held, the idle ones included.
     used_groups = {p.group.name: (p.group, price) for p, price in zip(flat, prices, strict=True)}
     usd_per_hour = (
-        sum(group.num_gpus * price for group, price in used_groups.values())
+        # Every price is checked not None first.
+        sum(group.num_gpus * cast(float, price) for group, price in used_groups.values())
         if all(price is not None for price in prices)
         else None
     )
@@ -620,7 +625,7 @@ def _stage_costs_by_context(
         return stage_costs(contexts[0], inputs, hardware)
     n = len(contexts)
 
-    def take(value: object, rows: np.ndarray) -> object:
+    def take(value: Any, rows: np.ndarray) -> Any:
         # Per-entry arrays are sliced; optional fields left None (or scalars) pass as they are.
         if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == n:
             return value[rows]

@@ -48,7 +48,12 @@ class Hardware:
 
 
 def gemm_time_s(
-    flops: Array, tokens: Array, n: Array, k: Array, hw: Hardware, half: float
+    flops: Array | float,
+    tokens: Array | float,
+    n: Array | float,
+    k: Array | float,
+    hw: Hardware,
+    half: float,
 ) -> Array:
     """Time of GEMMs totalling ``flops`` whose shape is (tokens x k) @ (k x n).
 

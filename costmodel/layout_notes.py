@@ -115,9 +115,15 @@ class PlacedStage:
 def _runs(values: Sequence[int]) -> str:
     """'0-3, 5' for [0, 1, 2, 3, 5]."""
     parts: list[str] = []
-    start = previous = None
+    start: int | None = None
+    previous: int | None = None  # None exactly when start is
     for value in [*values, None]:
-        if start is not None and value is not None and value == previous + 1:  # type: ignore[operator]
+        if (
+            start is not None
+            and previous is not None
+            and value is not None
+            and value == previous + 1
+        ):
             previous = value
             continue
         if start is not None:
@@ -171,13 +177,11 @@ def heterogeneous_sentences(
             ):
                 end += 1
             first, last = row[index], row[end]
-            stages = (
-                f"stage {first.stage}" if index == end else f"stages {first.stage}-{last.stage}"
-            )
+            span = f"stage {first.stage}" if index == end else f"stages {first.stage}-{last.stage}"
             gpus = (end - index + 1) * first.tp * first.dp * plan.cp
             verb = "runs" if index == end else "run"
             notes.append(
-                f"{stages} (layers {bounds[first.stage][0]}-{bounds[last.stage][1]}) {verb} on "
+                f"{span} (layers {bounds[first.stage][0]}-{bounds[last.stage][1]}) {verb} on "
                 f"'{first.group.name}' ({resolve_gpu(first.group.gpu).name}, zone "
                 f"{first.group.zone}) with tp {first.tp} and dp {first.dp}: {gpus:,} GPUs"
             )
@@ -187,7 +191,8 @@ def heterogeneous_sentences(
         for pipeline in pipelines:
             head = next(p for p in placed if p.pipeline == pipeline and p.stage == 0)
             by_place.setdefault((head.group.name, head.tp), []).append(pipeline)
-        split = "/".join(str(plan.stages[s].num_layers) for s in range(plan.pp))  # type: ignore[index]
+        stage_specs = plan.stages or []  # a heterogeneous plan always lists its stages
+        split = "/".join(str(stage_specs[s].num_layers) for s in range(plan.pp))
         for (name, tp), members in by_place.items():
             group = cluster.group(name)
             label, verb = ("pipeline", "runs") if len(members) == 1 else ("pipelines", "run")
@@ -255,8 +260,8 @@ def heterogeneous_sentences(
         )
     if replica_form:
         for stage in range(plan.pp):
-            members = [p for p in placed if p.stage == stage]
-            zones = sorted({p.group.zone for p in members})
+            on_stage = [p for p in placed if p.stage == stage]
+            zones = sorted({p.group.zone for p in on_stage})
             if len(zones) < 2:
                 continue
             link = _zone_link(cluster, zones[0], zones[1])
@@ -264,7 +269,7 @@ def heterogeneous_sentences(
             warnings.append(
                 f"the data-parallel gradient reduction of stage {stage} spans zones "
                 f"{', '.join(zones)} and crosses the {zones[0]}-{zones[1]} zone link ({detail}): "
-                f"{max(p.dp_comm_s for p in members):,.3f} s per step before overlap"
+                f"{max(p.dp_comm_s for p in on_stage):,.3f} s per step before overlap"
             )
     return notes, warnings
 

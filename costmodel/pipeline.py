@@ -33,7 +33,7 @@ class Schedule:
 
 
 def schedule_from_stage_times(
-    total_s: Array, slowest_s: Array, microbatches: Array, vpp: Array
+    total_s: Array, slowest_s: Array, microbatches: Array, vpp: Array | int
 ) -> tuple[Array, Array]:
     """(pipeline time, bubble) from the sum and the max of stage times."""
     steady = microbatches * slowest_s

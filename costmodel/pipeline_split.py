@@ -153,7 +153,12 @@ def resolve_splits(
         split = resolve_split(
             num_layers, int(pp[0]), int(vpp[0]), int(first[0]), int(last[0]), head
         )
-        return tuple(np.array([part], dtype=np.int64) for part in split)  # type: ignore[return-value]
+        first_layers, middle_layers, last_layers = split
+        return (
+            np.array([first_layers], dtype=np.int64),
+            np.array([middle_layers], dtype=np.int64),
+            np.array([last_layers], dtype=np.int64),
+        )
     base = int(max(num_layers, pp.max(initial=0), vpp.max(initial=0))) + 1
     base = max(base, int(first.max(initial=0)) + 1, int(last.max(initial=0)) + 1)
     if base**4 >= 2**62:

@@ -40,7 +40,7 @@ class Rule:
     """One structural rule: its ``Violation`` bit and where plans break it (bool ``(n_plans,)``)."""
 
     violation: Violation
-    broken: Callable[[Columns, Facts], np.ndarray]  # True where broken (or one bool for all)
+    broken: Callable[[Columns, Facts], np.ndarray | bool]  # True where broken (or one for all)
 
 
 def expert_tp(p: Columns) -> np.ndarray:

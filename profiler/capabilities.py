@@ -8,6 +8,7 @@ uses them: a dtype whose 256^3 matmul rate is under ``EMULATED_BELOW`` of FP32's
 """
 
 import time
+from collections.abc import Sequence
 
 import torch
 
@@ -31,7 +32,7 @@ def _matmul_rate(dtype: torch.dtype, device: torch.device) -> float:
     return 2 * _PROBE_N**3 / max(best, 1e-9)
 
 
-def emulated_dtypes(kind: str, dtypes: list[str], torch_dtypes: dict[str, torch.dtype]) -> dict:
+def emulated_dtypes(kind: str, dtypes: Sequence[str], torch_dtypes: dict[str, torch.dtype]) -> dict:
     """dtype -> why it is not native here, for the ``dtypes`` this device only emulates."""
     if kind == "cuda":
         major, _minor = torch.cuda.get_device_capability(0)

@@ -7,13 +7,20 @@ so every measurement sees the same company (all devices busy) rather than whatev
 ranks happen to be doing after drifting apart.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.nn import functional
 
-from costmodel.observations import AttentionSample, GemmSample, MemorySample
-from profiler.timing import DEFAULT, TimingPolicy, measure
+from costmodel.observations import (
+    AttentionPass,
+    AttentionSample,
+    GemmSample,
+    MemoryKernel,
+    MemorySample,
+)
+from costmodel.specs.training import Precision
+from profiler.timing import DEFAULT, Timed, TimingPolicy, measure
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -41,7 +48,7 @@ def _tf32(enabled: bool) -> None:
 def gemm_samples(
     device: torch.device,
     shapes: list[tuple[int, int, int]],
-    dtypes: list[str],
+    dtypes: Sequence[Precision],
     policy: TimingPolicy = DEFAULT,
     align: Callable[[], object] = _noop,
 ) -> list[GemmSample]:
@@ -54,9 +61,13 @@ def gemm_samples(
             b = torch.randn(k, n, device=device, dtype=TORCH_DTYPES[dtype])
             out = torch.empty(m, n, device=device, dtype=TORCH_DTYPES[dtype])
             align()
-            timed = measure(
-                lambda a=a, b=b, out=out: torch.matmul(a, b, out=out), policy, _sync(device)
-            )
+
+            def matmul(
+                a: torch.Tensor = a, b: torch.Tensor = b, out: torch.Tensor = out
+            ) -> torch.Tensor:
+                return torch.matmul(a, b, out=out)
+
+            timed = measure(matmul, policy, _sync(device))
             samples.append(GemmSample(m=m, n=n, k=k, dtype=dtype, **timed.as_fields()))
     _tf32(False)
     return samples
@@ -65,7 +76,7 @@ def gemm_samples(
 def memory_samples(
     device: torch.device,
     mebibytes: float,
-    dtype: str = "fp32",
+    dtype: Precision = "fp32",
     policy: TimingPolicy = DEFAULT,
     align: Callable[[], object] = _noop,
 ) -> list[MemorySample]:
@@ -82,7 +93,7 @@ def memory_samples(
     y = torch.randn(count, device=device, dtype=torch_dtype)
     z = torch.empty(count, device=device, dtype=torch_dtype)
     rows = x.view(-1, row)
-    kernels = {
+    kernels: dict[MemoryKernel, tuple[Callable[[], object], int]] = {
         "copy": (lambda: z.copy_(x), 2),
         "add": (lambda: torch.add(x, y, out=z), 3),
         "scale": (lambda: torch.mul(x, 0.5, out=z), 2),
@@ -105,7 +116,7 @@ def memory_samples(
 def attention_samples(
     device: torch.device,
     shapes: list[tuple[int, int, int, int]],
-    dtypes: list[str],
+    dtypes: Sequence[Precision],
     policy: TimingPolicy = DEFAULT,
     align: Callable[[], object] = _noop,
 ) -> list[AttentionSample]:
@@ -120,7 +131,9 @@ def attention_samples(
                 for _ in range(3)
             )
 
-            def forward(q=q, k=k, v=v) -> torch.Tensor:
+            def forward(
+                q: torch.Tensor = q, k: torch.Tensor = k, v: torch.Tensor = v
+            ) -> torch.Tensor:
                 return functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
             align()
@@ -129,18 +142,29 @@ def attention_samples(
             out = forward()
             grad = torch.randn_like(out)
             align()
-            bwd = measure(
-                lambda out=out, grad=grad, q=q, k=k, v=v: torch.autograd.grad(
-                    out, (q, k, v), grad, retain_graph=True
-                ),
-                policy,
-                _sync(device),
-            )
-            shape = {"batch": batch, "heads": heads, "seq_length": seq, "head_dim": head_dim}
-            for direction, timed in (("forward", fwd), ("backward", bwd)):
+
+            def backward(
+                out: torch.Tensor = out,
+                grad: torch.Tensor = grad,
+                q: torch.Tensor = q,
+                k: torch.Tensor = k,
+                v: torch.Tensor = v,
+            ) -> tuple[torch.Tensor, ...]:
+                return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+
+            bwd = measure(backward, policy, _sync(device))
+            passes: tuple[tuple[AttentionPass, Timed], ...] = (("forward", fwd), ("backward", bwd))
+            for direction, timed in passes:
                 samples.append(
                     AttentionSample(
-                        **shape, causal=True, direction=direction, dtype=dtype, **timed.as_fields()
+                        batch=batch,
+                        heads=heads,
+                        seq_length=seq,
+                        head_dim=head_dim,
+                        causal=True,
+                        direction=direction,
+                        dtype=dtype,
+                        **timed.as_fields(),
                     )
                 )
     return samples

@@ -256,8 +256,19 @@ def _grid(plan: TrainPlan, rank: int) -> tuple[int, int, int]:
     return rank // (plan.tp * plan.pp), rank // plan.tp % plan.pp, rank % plan.tp
 
 
+def _send(tensor: torch.Tensor, peer: int) -> dist.Work:
+    request = dist.isend(tensor, peer)
+    assert request is not None  # None only on a rank outside the (default) group
+    return request
+
+
+def _grad(x: torch.Tensor) -> torch.Tensor:
+    assert x.grad is not None  # a received activation, after the backward through it
+    return x.grad
+
+
 def _pipeline_step(
-    stage_module: Stage,
+    stage_module: nn.Module,  # the Stage, or the DistributedDataParallel wrapping it
     stage: int,
     plan: TrainPlan,
     inputs: list[torch.Tensor],
@@ -279,19 +290,19 @@ def _pipeline_step(
             x = tokens
         out = stage_module(x, target)
         if stage < plan.pp - 1:
-            pending.append(dist.isend(out.detach().contiguous(), following))
+            pending.append(_send(out.detach().contiguous(), following))
             outputs.append(out)
         else:
             (out * scale).backward()
             if stage > 0:
-                pending.append(dist.isend(x.grad.contiguous(), previous))
+                pending.append(_send(_grad(x).contiguous(), previous))
     if stage < plan.pp - 1:
         for index, out in enumerate(outputs):
             grad = torch.empty(activation_shape)
             dist.recv(grad, following)
             out.backward(grad)
             if stage > 0:
-                pending.append(dist.isend(received[index].grad.contiguous(), previous))
+                pending.append(_send(_grad(received[index]).contiguous(), previous))
     for request in pending:
         request.wait()
 
@@ -333,8 +344,7 @@ class _Trainer:
             scale = 1.0 / len(self.inputs)
             last = len(self.inputs) - 1
             for index, (tokens, target) in enumerate(zip(self.inputs, self.targets, strict=True)):
-                quiet = index < last and isinstance(self.module, DistributedDataParallel)
-                if quiet:
+                if index < last and isinstance(self.module, DistributedDataParallel):
                     with self.module.no_sync():
                         (self.module(tokens, target) * scale).backward()
                 else:

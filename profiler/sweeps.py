@@ -5,6 +5,7 @@ say what a sweep will cost before starting one."""
 from dataclasses import dataclass, field
 from typing import Literal
 
+from costmodel.specs.training import Precision
 from profiler import timing
 
 Mode = Literal["tiny", "default", "full"]
@@ -14,7 +15,7 @@ KiB, MiB = 1024, 1024 * 1024
 @dataclass(frozen=True)
 class Sweep:
     gemm_shapes: list[tuple[int, int, int]]
-    dtypes: list[str]
+    dtypes: list[Precision]
     memory_mib: float
     attention_shapes: list[tuple[int, int, int, int]]
     collective_sizes_B: list[int]

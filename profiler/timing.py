@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,17 @@ CPU_COLLECTIVES = TimingPolicy(
 )
 
 
+class TimingFields(TypedDict):
+    """``Timed.as_fields``: the ``costmodel.observations.Timing`` fields of a sample."""
+
+    median_s: float
+    low_s: float
+    high_s: float
+    repeats: int
+    trimmed_mean_s: float
+    runs_s: list[float]
+
+
 @dataclass(frozen=True)
 class Timed:
     median_s: float
@@ -46,7 +57,7 @@ class Timed:
     trimmed_mean_s: float
     runs_s: tuple[float, ...]  # every timed run, in order: the raw samples the profile keeps
 
-    def as_fields(self) -> dict[str, float | int | list[float]]:
+    def as_fields(self) -> TimingFields:
         return {
             "median_s": self.median_s,
             "low_s": self.low_s,

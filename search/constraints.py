@@ -90,11 +90,11 @@ def check_constraint(dim: str, constraint: Constraint) -> None:
     dimension and ``constraint`` a valid one for it."""
     if dim not in DIMS:
         raise ValueError(f"constraints.{dim}: unknown dimension; known: {', '.join(DIMS)}")
-    values = constraint.model_dump().values() if isinstance(constraint, Range) else None
+    values: list[Any]
     if isinstance(constraint, Range):
         if dim not in INT_DIMS:
             raise ValueError(f"constraints.{dim}: a range applies to integer dimensions only")
-        values = [v for v in values or [] if v is not None]
+        values = [v for v in constraint.model_dump().values() if v is not None]
     elif isinstance(constraint, list):
         if not constraint:
             raise ValueError(f"constraints.{dim}: the list of allowed values is empty")
@@ -111,7 +111,8 @@ def check_constraint(dim: str, constraint: Constraint) -> None:
                 f"constraints.recompute: unknown mode {value!r}; choices: "
                 + ", ".join(RECOMPUTE_MODES)
             )
-        if dim in INT_DIMS and value < (0 if dim == "zero_stage" else 1):
+        # (An integer dimension's values are integers: checked first.)
+        if dim in INT_DIMS and isinstance(value, int) and value < (0 if dim == "zero_stage" else 1):
             raise ValueError(f"constraints.{dim}: {value} is below the smallest valid value")
 
 

@@ -17,6 +17,7 @@ from search.objectives import REPORTED, Evaluation, Metric, pareto_mask
 from search.pricing import price_group
 from search.ranking import MAX_EQUIVALENTS, NEAR_TIE_TOLERANCE
 from search.request import SearchRequest
+from search.result import Status
 from search.space import OPTION_DIMS, STRUCT_DIMS, GroupSpace
 
 # Plans priced per estimate_many call: large enough to amortize numpy's per-call overhead,
@@ -41,7 +42,7 @@ class Enumeration:
     candidates: list[Evaluation]  # best first (pareto: the front, fastest first)
     evaluated: int
     feasible: int
-    status: str  # completed | stopped | timeout (the last two: part of the space unpriced)
+    status: Status  # completed | stopped | timeout (the last two: part of the space unpriced)
 
 
 def _price(request: SearchRequest, space: GroupSpace, plans: dict[str, np.ndarray]) -> dict:
@@ -166,7 +167,7 @@ def enumerate_plans(
     total = sum(space.size for space in spaces)
     pool: dict[str, np.ndarray] | None = None
     evaluated = feasible = 0
-    status = "completed"
+    status: Status = "completed"
     offset = 0
     for index, space in enumerate(spaces):
         for plans in space.chunks(CHUNK_PLANS):

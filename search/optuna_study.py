@@ -35,6 +35,7 @@ from costmodel.specs import Plan
 from search.objectives import Evaluation, Metric
 from search.params import Parameter, neighborhood, random_point, trades
 from search.request import SearchRequest
+from search.result import Status
 
 ProgressFn = Callable[[int, int | None, float | None], None]
 StopFn = Callable[[], bool]
@@ -86,7 +87,7 @@ class StudyOutcome:
     evaluations: list[tuple[int, Evaluation]]  # (trial number, evaluation), completed trials
     trials: int  # finished trials in the study
     study_name: str
-    status: str  # completed | stopped | timeout
+    status: Status  # completed | stopped | timeout
 
 
 def fingerprint(request: SearchRequest) -> str:
@@ -265,8 +266,14 @@ class _Polish:
                 break  # the space is (nearly) exhausted
         return chosen
 
-    def _extend(  # type: ignore[no-untyped-def]
-        self, point, chosen, count, priced, *, climbing: bool = False
+    def _extend(
+        self,
+        point: dict[str, Any],
+        chosen: list[dict[str, Any]],
+        count: int,
+        priced: dict[Any, Any],
+        *,
+        climbing: bool = False,
     ) -> None:
         key = _key(point)
         if key in self.exhausted:
@@ -278,7 +285,14 @@ class _Polish:
                 self._take(params, chosen, priced, climbing=climbing)
         self.exhausted.add(key)
 
-    def _take(self, params, chosen, priced, *, climbing: bool = False) -> bool:  # type: ignore[no-untyped-def]
+    def _take(
+        self,
+        params: dict[str, Any],
+        chosen: list[dict[str, Any]],
+        priced: dict[Any, Any],
+        *,
+        climbing: bool = False,
+    ) -> bool:
         candidate = self.space.decode(params)
         if candidate in priced or candidate in self.tried:
             return False
@@ -318,7 +332,13 @@ def run_study(
     resolved = resolve_storage(storage)
     sampler = make_sampler(sampler_name, request.seed)
     study = open_study(request, metrics, sampler, resolved, study_name)
-    heartbeat = isinstance(resolved, RDBStorage) and resolved.get_heartbeat_interval() is not None
+    # The storage that records heartbeats (None: it keeps none).
+    beating = (
+        resolved
+        if isinstance(resolved, RDBStorage) and resolved.get_heartbeat_interval() is not None
+        else None
+    )
+    heartbeat = beating is not None
     next_stale_check = time.monotonic()
     if request.warm_start and not study.get_trials(deepcopy=False):
         for params in space.seeds(metrics):
@@ -327,7 +347,7 @@ def run_study(
     cache: dict[Any, Evaluation] = {}
     best: float | None = None
     polish = _Polish(space, request.seed) if sampler_name == "tpe" and len(metrics) == 1 else None
-    status = "completed"
+    status: Status = "completed"
     batch = BATCH[sampler_name]
     while True:
         if should_stop is not None and should_stop():
@@ -346,9 +366,9 @@ def run_study(
             break
         with _quiet_heartbeat():
             asked = [study.ask() for _ in range(remaining)]
-        if heartbeat:
+        if beating is not None:
             for trial in asked:
-                resolved.record_heartbeat(trial._trial_id)  # type: ignore[union-attr]
+                beating.record_heartbeat(trial._trial_id)
         candidates = [space.suggest(trial) for trial in asked]
         repeats = sum(c in cache for c in candidates)
         fresh = list(dict.fromkeys(c for c in candidates if c not in cache))
@@ -382,9 +402,9 @@ def run_study(
 
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     evaluations = [
-        (trial.number, evaluation)
+        (trial.number, recorded)
         for trial in finished
-        if (evaluation := evaluation_of(trial)) is not None
+        if (recorded := evaluation_of(trial)) is not None
     ]
     return StudyOutcome(
         evaluations=evaluations,

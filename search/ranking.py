@@ -83,7 +83,7 @@ def _single_placement(plan: Plan) -> tuple[str, int] | None:
     every pipeline takes the same share of the batch; None otherwise."""
     if plan.batch_shares is not None and len({round(s, 9) for s in plan.batch_shares}) > 1:
         return None
-    places = set()
+    places: set[tuple[str, int]] = set()
     for stage in plan.stages or []:
         if stage.replicas is not None:
             places.update((replica.group, replica.tp) for replica in stage.replicas)

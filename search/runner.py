@@ -39,7 +39,7 @@ from search.ranking import (
     top_entries,
 )
 from search.request import SearchRequest
-from search.result import EquivalentPlan, RankedPlan, SearchResult, plan_hash
+from search.result import EquivalentPlan, RankedPlan, SearchResult, Status, plan_hash
 from search.space import SpaceError, homogeneous_spaces
 
 # auto enumerates spaces up to this many plans (~1M plans/s on one core, so a few seconds).
@@ -139,9 +139,9 @@ class _Run:
         sampler = self._optuna_sampler()
         space = HomogeneousTrials(request, spaces)
         outcome = self._study(space, sampler)
-        found = self._distinct(outcome.evaluations)
+        distinct = self._distinct(outcome.evaluations)
         return self._result(
-            found,
+            distinct,
             sampler=sampler,
             evaluated=space.priced,
             feasible=space.fitting,
@@ -259,7 +259,7 @@ class _Run:
         sampler: str,
         evaluated: int,
         feasible: int,
-        status: str,
+        status: Status,
         space_size: int | None = None,
         trials: int | None = None,
         study_name: str | None = None,
@@ -297,7 +297,7 @@ class _Run:
             objective=self.request.objective,
             objective_names=[metric.key for metric in self.metrics],
             directions=[metric.direction for metric in self.metrics],
-            status=status,  # type: ignore[arg-type]
+            status=status,
             space_size=space_size,
             trials=trials,
             study_name=study_name,

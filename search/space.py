@@ -31,12 +31,14 @@ from costmodel.flops import LayerShape
 from costmodel.frameworks import allowed
 from costmodel.pipeline_split import head_layers, resolve_splits
 from costmodel.specs import ModelSpec, NodeGroup, Plan, TrainingSpec
+from costmodel.specs.plan import Recompute
 from search.constraints import DimFilter, SearchScope
 
 # Structural dimensions, in the order trials sample them (and the table is sorted by).
 STRUCT_DIMS = ("tp", "pp", "cp", "dp", "micro_batch_size", "vpp", "ep", "etp")
 OPTION_DIMS = ("zero_stage", "offload_optimizer", "recompute", "sequence_parallel")
-RECOMPUTE_NAMES = ("none", "selective", "full")  # index = the cost model's code
+# Index = the cost model's code.
+RECOMPUTE_NAMES: tuple[Recompute, ...] = ("none", "selective", "full")
 
 
 class SpaceError(ValueError):
@@ -150,7 +152,7 @@ def dimension_domains(
         )
     # None: unconstrained, i.e. on exactly when tp > 1 (see the module docstring).
     sp = filters.get("sequence_parallel")
-    domains["sequence_parallel"] = sp.keep([False, True]) if sp is not None else None
+    domains["sequence_parallel"] = sp.keep([False, True]) if sp is not None else None  # type: ignore[assignment]  # the one optional domain (None: unconstrained); its readers check
     return domains
 
 

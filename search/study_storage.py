@@ -117,7 +117,7 @@ def _insert_trials(connection: Connection, remote_id: int, trials: Sequence[Froz
     # Numbers continue the database study's: the memory copy's own numbers when this process is
     # the study's only writer (the supported case), still unique when it was not.
     count = _count(connection, remote_id)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "number": int(count or 0) + index,
             "study_id": remote_id,
@@ -166,13 +166,13 @@ def _insert_trials(connection: Connection, remote_id: int, trials: Sequence[Froz
             )
         for step, value in trial.intermediate_values.items():
             model = models.TrialIntermediateValueModel
-            stored, kind = model.intermediate_value_to_stored_repr(value)
+            step_stored, step_kind = model.intermediate_value_to_stored_repr(value)
             intermediate.append(
                 {
                     "trial_id": trial_id,
                     "step": step,
-                    "intermediate_value": stored,
-                    "intermediate_value_type": kind,
+                    "intermediate_value": step_stored,
+                    "intermediate_value_type": step_kind,
                 }
             )
     for table, table_rows in (
@@ -203,7 +203,9 @@ def _insert_rows(connection: Connection, table: Any, rows: list[dict[str, Any]])
         return
     if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
         columns = list(rows[0])
-        cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        driver = connection.connection.driver_connection
+        assert driver is not None  # a checked-out connection holds its psycopg connection
+        cursor = driver.cursor()
         command = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
         with cursor.copy(command) as copy:
             for row in rows:

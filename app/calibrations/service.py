@@ -159,14 +159,14 @@ def _inputs(
 ) -> tuple[list[Profile], list[StepObservation], dict[str, Any]]:
     profiles: list[Profile] = []
     for index, profile_id in enumerate(request.profile_ids):
-        row = find_profile(session, profile_id)
-        if row is None:
+        profile_row = find_profile(session, profile_id)
+        if profile_row is None:
             raise InvalidInputError.at(
                 f"profile_ids[{index}]",
                 f"no stored profile with id '{profile_id}'",
                 code="unknown_reference",
             )
-        profiles.append(profile_of_row(row))
+        profiles.append(profile_of_row(profile_row))
     rows: dict[str, ObservationRow] = {}
     for index, observation_id in enumerate(request.observation_ids):
         row = row_by_id(session, ObservationRow, observation_id)

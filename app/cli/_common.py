@@ -1,13 +1,14 @@
 """Helpers shared by CLI commands: one-line errors with exit code 2, spec loading."""
 
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Literal, NoReturn, overload
 
 import typer
 
 from costmodel.catalog import SpecKind, load_spec
 from costmodel.errors import SpecError
 from costmodel.frameworks import Framework
+from costmodel.specs import ClusterSpec, ModelSpec, Plan, TrainingSpec
 from costmodel.specs.base import Spec
 
 # Exit status for bad input, as click uses for usage errors: scripts can tell it from a crash (1).
@@ -41,11 +42,21 @@ FrameworkOption = Annotated[
 ]
 
 
-def with_framework(training: Spec, framework: str | None) -> Spec:
+def with_framework(training: TrainingSpec, framework: str | None) -> TrainingSpec:
     """The training spec, for ``framework`` when one is given."""
     return training if framework is None else training.model_copy(update={"framework": framework})
 
 
+@overload
+def load_or_fail(kind: Literal["model"], value: str) -> ModelSpec: ...
+@overload
+def load_or_fail(kind: Literal["cluster"], value: str) -> ClusterSpec: ...
+@overload
+def load_or_fail(kind: Literal["training"], value: str) -> TrainingSpec: ...
+@overload
+def load_or_fail(kind: Literal["plan"], value: str) -> Plan: ...
+@overload
+def load_or_fail(kind: SpecKind, value: str) -> Spec: ...
 def load_or_fail(kind: SpecKind, value: str) -> Spec:
     try:
         return load_spec(kind, value)

@@ -73,7 +73,7 @@ def load_observations(path: Path) -> list[StepObservation]:
                 value = str(candidate) if candidate.exists() else value
             if value is not None:
                 try:
-                    resolved[kind] = load_spec(kind, value)  # type: ignore[arg-type]
+                    resolved[kind] = load_spec(kind, value)
                 except SpecError as exc:
                     fail(f"{where}: {exc}")
         try:

@@ -31,15 +31,19 @@ def estimate_command(
     framework: FrameworkOption = None,
 ) -> None:
     """Estimate step time, throughput, memory and cost of one parallelization plan."""
-    specs = {
-        "model": load_or_fail("model", model),
-        "training": with_framework(load_or_fail("training", training), framework),
-        "cluster": load_or_fail("cluster", cluster),
-        "plan": load_or_fail("plan", plan),
-    }
+    model_spec = load_or_fail("model", model)
+    training_spec = with_framework(load_or_fail("training", training), framework)
+    cluster_spec = load_or_fail("cluster", cluster)
+    plan_spec = load_or_fail("plan", plan)
     params = params_or_fail(calibration)
     try:
-        result = costmodel.estimate(**specs, params=params)
+        result = costmodel.estimate(
+            model=model_spec,
+            training=training_spec,
+            cluster=cluster_spec,
+            plan=plan_spec,
+            params=params,
+        )
     except ValueError as exc:  # plan does not fit the model/cluster (tp vs heads, GPU count...)
         fail(str(exc))
     if json_output:

@@ -124,7 +124,7 @@ def _export_offline(
     try:
         return build_export(
             *specs,
-            format=format,  # type: ignore[arg-type]
+            format=cast(ExportFormat, format),  # checked against EXPORT_FORMATS by export()
             framework=framework,
             image=image,
         )

@@ -2,7 +2,7 @@
 
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 import typer
 import yaml
@@ -13,7 +13,7 @@ from app.cli._common import fail
 from app.profiles.nccl_import import NcclImportError, profile_from_nccl_tests
 from costmodel.errors import format_validation_error
 from costmodel.hardware import UnknownGpuError, lookup_gpu
-from costmodel.observations import Profile
+from costmodel.observations import CollectiveOp, Profile
 from costmodel.specs import GpuSpec
 
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
@@ -60,7 +60,8 @@ def profile_command(
     else:
         if device not in ("auto", "cpu", "cuda"):
             fail(f"--device must be auto, cpu or cuda, not '{device}'")
-        profile = _measure(full, quick, device, ranks, threads_per_rank, name)  # type: ignore[arg-type]
+        checked = cast(Literal["auto", "cpu", "cuda"], device)  # one of the three: checked above
+        profile = _measure(full, quick, checked, ranks, threads_per_rank, name)
     out.write_text(profile.model_dump_json(indent=2) + "\n")
     _summarize(profile, out, time.perf_counter() - started)
     if not nccl_tests and not full and not quick:
@@ -82,7 +83,7 @@ def _measure(
         if exc.name != "torch":
             raise
         fail("profiling needs PyTorch: pip install 'autopar[profile]'")
-    mode = "tiny" if quick else ("full" if full else "default")
+    mode: Literal["tiny", "default", "full"] = "tiny" if quick else ("full" if full else "default")
     options = ProfileOptions(
         mode=mode, device=device, ranks=ranks, threads_per_rank=threads, name=name
     )
@@ -127,7 +128,7 @@ def _import_nccl_tests(
         return profile_from_nccl_tests(
             texts,
             gpu=_load_gpu(gpu_option) if gpu_option is not None else None,
-            op=op,  # type: ignore[arg-type]
+            op=cast(CollectiveOp | None, op),  # one of _OPS (checked above) or None
             ranks=ranks,
             ranks_per_node=ranks_per_node,
             name=name,

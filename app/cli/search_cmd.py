@@ -2,6 +2,7 @@
 
 import math
 from contextlib import nullcontext
+from types import TracebackType
 from typing import Annotated, Any
 
 import typer
@@ -193,8 +194,13 @@ def _progress(console: Console) -> Any:
             progress.__enter__()
             return _Report(progress)
 
-        def __exit__(self, *exc: object) -> None:
-            progress.__exit__(*exc)  # type: ignore[arg-type]
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            traceback: TracebackType | None,
+        ) -> None:
+            progress.__exit__(exc_type, exc, traceback)
 
     return _Context()
 

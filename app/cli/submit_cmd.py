@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, cast
 
 import typer
 from pydantic import ValidationError
@@ -33,9 +33,16 @@ from app.client import (
     ServiceUnreachableError,
     WaitTimeoutError,
 )
-from app.exports import EXPORT_FORMATS, LAUNCH_FRAMEWORKS, PlanExport
+from app.exports import (
+    EXPORT_FORMATS,
+    LAUNCH_FRAMEWORKS,
+    ExportFormat,
+    LaunchFramework,
+    PlanExport,
+)
 from app.exports.schemas import FORMAT_FRAMEWORK
 from app.searches.schemas import SearchCreate, SearchRecord
+from costmodel.catalog import SpecKind
 from costmodel.errors import format_validation_error
 from search import OBJECTIVES, SAMPLERS
 
@@ -143,7 +150,13 @@ def submit_command(
             "constraints": parse_constraints(constraint or []),
         },
     )
-    export_options = _ExportOptions(format, framework, image, wait_timeout_s)
+    export_options = _ExportOptions(
+        # _check_options has checked both against EXPORT_FORMATS and LAUNCH_FRAMEWORKS.
+        cast(ExportFormat | None, format),
+        cast(LaunchFramework | None, framework),
+        image,
+        wait_timeout_s,
+    )
     with AutoparClient(url, api_key=api_key) as autopar:
         try:
             search = autopar.create_search(request, idempotency_key=idempotency_key)
@@ -162,8 +175,8 @@ def submit_command(
 
 @dataclass(frozen=True)
 class _ExportOptions:
-    format: str | None
-    framework: str | None
+    format: ExportFormat | None
+    framework: LaunchFramework | None
     image: str | None
     wait_timeout_s: float | None
 
@@ -183,8 +196,8 @@ def _follow(
     try:
         return autopar.export_plan(
             best,
-            export.format,  # type: ignore[arg-type]
-            framework=export.framework,  # type: ignore[arg-type]
+            export.format,
+            framework=export.framework,
             image=export.image,
         )
     except AutoparError as exc:
@@ -205,10 +218,10 @@ def _check_options(
         fail("--format and --out need --wait (the export is of the finished search's best plan)")
 
 
-def _spec_field(kind: str, value: str) -> tuple[str, Any]:
+def _spec_field(kind: SpecKind, value: str) -> tuple[str, Any]:
     """A file is loaded here and sent inline; a name is sent for the service to resolve."""
     if Path(value).is_file():
-        return kind, load_or_fail(kind, value)  # type: ignore[arg-type]
+        return kind, load_or_fail(kind, value)
     return {"model": "model_id", "cluster": "cluster_id"}.get(kind, kind), value
 
 

@@ -71,7 +71,7 @@ RowT = TypeVar("RowT")
 
 def newest_first(
     session: Session,
-    statement: Select[tuple[RowT]],
+    statement: Select[RowT],
     id_column: InstrumentedAttribute[str],
     *,
     before: str | None,

@@ -25,7 +25,7 @@ def fold_name(name: str) -> str:
 
 class RecordRepository(Generic[RecordT]):
     def __init__(self, table: type[RecordT]) -> None:
-        self.table = table
+        self.table: type[RecordT] = table
 
     def find(self, session: Session, *, key: str) -> RecordT | None:
         """The row whose id or name is ``key``: an id first, then the exact name, then the name

@@ -1,5 +1,7 @@
 """``build_export``: a plan as the files its framework's launcher reads."""
 
+from typing import cast
+
 from app.exports import deepspeed, kubernetes, megatron, slurm, torchtitan
 from app.exports.layout import ExportError, LaunchLayout, launch_layout
 from app.exports.schemas import (
@@ -7,6 +9,7 @@ from app.exports.schemas import (
     ExportFile,
     ExportFormat,
     ExportResult,
+    LaunchFramework,
     NodeBlockRecord,
 )
 from app.exports.scripts import Shell
@@ -84,7 +87,8 @@ def build_export(
         raise ExportError("format", f"unknown format {format!r}")
     return ExportResult(
         format=format,
-        framework=layout.framework,  # type: ignore[arg-type]
+        # One of the estimate's launchable_by: a launch framework.
+        framework=cast(LaunchFramework, layout.framework),
         launchable_by=list(layout.launchable_by),
         num_gpus=layout.world_size,
         num_nodes=layout.num_nodes,

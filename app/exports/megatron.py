@@ -63,6 +63,7 @@ def pipeline_flags(layout: LaunchLayout) -> list[Flag]:
     uniform_middle = len(set(middles)) <= 1
     embedding_slot = layout.chunk(0, 0).slot
     loss_slot = layout.chunk(pp - 1, vpp - 1).slot
+    flags: list[Flag]
     if not (embedding_slot or loss_slot):
         if len(set(layers)) == 1:  # even: Megatron's default
             if vpp == 1:
@@ -86,7 +87,7 @@ def pipeline_flags(layout: LaunchLayout) -> list[Flag]:
         and last + int(loss_slot) == share
         and share % vpp == 0
     ):
-        flags: list[Flag] = []
+        flags = []
         if embedding_slot:
             flags.append(("--account-for-embedding-in-pipeline-split",))
         if loss_slot:

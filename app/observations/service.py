@@ -123,7 +123,7 @@ def step_observation_of_row(row: ObservationRow) -> StepObservation:
         name=row.name or row.id,
         source=row.source or "observed",
         **row.scenario,
-        plan=row.plan,
+        plan=Plan.model_validate(row.plan),
         step_time_s=row.step_time_s,
         tokens_per_s=row.tokens_per_s,
         peak_memory_gib=row.peak_memory_gib,
@@ -135,7 +135,9 @@ def to_summary(row: ObservationRow) -> ObservationSummary:
 
 
 def to_record(row: ObservationRow) -> ObservationRecord:
-    return ObservationRecord(**_summary_fields(row), **row.scenario, plan=row.plan)
+    return ObservationRecord(
+        **_summary_fields(row), **row.scenario, plan=Plan.model_validate(row.plan)
+    )
 
 
 # ---- helpers ------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def _sync_table(
         row = stored.pop(name, None)
         if row is not None:
             if row.spec != spec:
-                row.spec = spec
+                row.spec = spec  # type: ignore[assignment]  # entries hold the table's own spec type (sync_catalog pairs them)
                 report.updated += 1
             continue
         if repository.name_exists(session, name=name):

@@ -1,5 +1,8 @@
 """Store and read machine profiles: measured ones (``autopar profile``) and nccl-tests imports."""
 
+from datetime import datetime
+from typing import TypedDict, cast
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -80,14 +83,24 @@ def to_record(row: ProfileRow) -> ProfileRecord:
     return ProfileRecord(**_summary_fields(row), profile=profile_of_row(row))
 
 
-def _summary_fields(row: ProfileRow) -> dict[str, object]:
+class _SummaryFields(TypedDict):
+    id: str
+    name: str
+    kind: ProfileKind
+    device: str
+    gpu: str
+    samples: SampleCounts
+    created_at: datetime
+
+
+def _summary_fields(row: ProfileRow) -> _SummaryFields:
     """Read off the stored document (written from a validated ``Profile``) without validating
     every sample again: lists show many profiles, each with thousands of raw timings."""
     document = row.raw
     return {
         "id": row.id,
         "name": document["name"],
-        "kind": row.kind,
+        "kind": cast(ProfileKind, row.kind),  # stored from a ProfileKind (create_profile)
         "device": row.device,
         "gpu": document["gpu"]["name"],
         "samples": SampleCounts(

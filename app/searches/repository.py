@@ -7,6 +7,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.common.dml import matched_rows
 from app.common.ids import looks_like_id
 from app.common.pagination import newest_first
 from app.orm import SearchRow
@@ -51,7 +52,7 @@ def cancel_queued(session: Session, *, search_id: str, now: datetime) -> bool:
         .values(status="cancelled", cancel_requested=True, finished_at=now)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1
 
 
 def request_cancel(session: Session, *, search_id: str) -> bool:
@@ -64,4 +65,4 @@ def request_cancel(session: Session, *, search_id: str) -> bool:
         .values(cancel_requested=True)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1

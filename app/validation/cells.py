@@ -76,7 +76,7 @@ def parse_recompute(value: str, source: str) -> Recompute | None:
     """
     value = value.strip().lower()
     if value in ("full", "none"):
-        return value  # type: ignore[return-value]
+        return "full" if value == "full" else "none"
     if value.startswith(("selective (op)", "selective (layer)", "selective (per-op")):
         return "full"
     if value.startswith("selective") and "torchtitan" in source:

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.common.dml import matched_rows
 from app.common.ids import looks_like_id
 from app.db import begin_write
 from app.orm import SearchRow, WebhookDeliveryRow
@@ -66,7 +67,7 @@ def claim(
         .values(attempts=attempts + 1, next_attempt_at=now + timedelta(seconds=hold_s))
         .execution_options(synchronize_session=False)
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if matched_rows(result) != 1:
         session.commit()
         return None
     found = session.execute(
@@ -129,7 +130,7 @@ def record_attempt(
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1
 
 
 def for_search(session: Session, *, search_id: str) -> Sequence[WebhookDeliveryRow]:
@@ -163,4 +164,4 @@ def requeue_failed(session: Session, *, search_id: str, delivery_id: str, now: d
         .values(status="pending", next_attempt_at=now)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1

@@ -1,5 +1,7 @@
 """The delivery log of a search's webhooks, and re-queueing a failed delivery."""
 
+from typing import cast
+
 from sqlalchemy.orm import Session
 
 from app.common.ids import looks_like_id
@@ -8,7 +10,13 @@ from app.errors import ConflictError, NotFoundError
 from app.orm import WebhookDeliveryRow, utcnow
 from app.searches import repository as searches
 from app.webhooks import repository
-from app.webhooks.schemas import DeliveryAttempt, SearchDeliveries, WebhookDelivery
+from app.webhooks.payload import WebhookEvent
+from app.webhooks.schemas import (
+    DeliveryAttempt,
+    DeliveryStatus,
+    SearchDeliveries,
+    WebhookDelivery,
+)
 
 
 def list_deliveries(session: Session, *, search_id: str) -> SearchDeliveries:
@@ -43,9 +51,10 @@ def to_record(row: WebhookDeliveryRow) -> WebhookDelivery:
     return WebhookDelivery(
         id=row.id,
         search_id=row.search_id,
-        event=row.event,  # type: ignore[arg-type]
+        # Both columns are written only from these Literal types (outbox, repository).
+        event=cast(WebhookEvent, row.event),
         url=row.url,
-        status=row.status,  # type: ignore[arg-type]
+        status=cast(DeliveryStatus, row.status),
         attempts=row.attempts,
         next_attempt_at=row.next_attempt_at,
         log=[DeliveryAttempt.model_validate(entry) for entry in row.log],

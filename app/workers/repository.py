@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import and_, case, exists, false, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.common.dml import matched_rows
 from app.db import begin_write
 from app.orm import SearchRow, UTCDateTime, utcnow
 from app.searches.service import notify_search_end
@@ -211,7 +212,7 @@ def release(session: Session, *, search_id: str, worker_id: str, commit: bool = 
     )
     if commit:
         session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1
 
 
 def refund_attempt(session: Session, *, search_id: str, worker_id: str) -> bool:
@@ -231,7 +232,7 @@ def refund_attempt(session: Session, *, search_id: str, worker_id: str) -> bool:
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1
 
 
 def finish(
@@ -268,7 +269,7 @@ def finish(
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    return matched_rows(result) == 1
 
 
 def set_progress(session: Session, *, search_id: str, progress: dict[str, Any]) -> None:

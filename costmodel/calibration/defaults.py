@@ -157,7 +157,7 @@ def fit_stages(profile: Profile) -> list[tuple[str, CalibrationResult]]:
     """Each stage's calibration result, each starting from the stages before it."""
     sustained = at_sustained_clocks(profile)
     base = DEFAULT_PARAMS
-    results = []
+    results: list[tuple[str, CalibrationResult]] = []
     for label, kind, belongs, fitted in STAGES:
         part = _stage_profile(sustained, kind, belongs, fitted)
         names = tuple(

@@ -115,37 +115,39 @@ def check_physics(profiles: Sequence[Profile]) -> None:
                     f"{sample.dtype} ran at {achieved / 1e12:.3g} TFLOP/s, above the "
                     f"{peak / 1e12:.3g} TFLOP/s peak of {gpu.name}: wrong GPU or broken timing"
                 )
-        for sample in profile.memory:
-            rate = sample.bytes / sample.median_s
+        for memory in profile.memory:
+            rate = memory.bytes / memory.median_s
             if rate > PEAK_SLACK * gpu.hbm_GBps * 1e9:
                 raise CalibrationError(
-                    f"profile '{profile.name}': {sample.kernel} moved {rate / 1e9:.3g} GB/s, "
+                    f"profile '{profile.name}': {memory.kernel} moved {rate / 1e9:.3g} GB/s, "
                     f"above the {gpu.hbm_GBps:.3g} GB/s memory bandwidth of {gpu.name}"
                 )
-        for sample in profile.attention:
-            peak = peak_tflops(gpu, "bf16" if sample.dtype == "fp8" else sample.dtype) * 1e12
+        for attention in profile.attention:
+            peak = peak_tflops(gpu, "bf16" if attention.dtype == "fp8" else attention.dtype) * 1e12
             # On the model's count: a causal kernel may reach CAUSAL_SKIP x peak on it.
-            achieved = sample.full_flops / sample.median_s * attention_factor(sample)
+            achieved = attention.full_flops / attention.median_s * attention_factor(attention)
             if peak <= 0 or achieved > CAUSAL_SKIP * PEAK_SLACK * peak:
                 raise CalibrationError(
-                    f"profile '{profile.name}': attention {sample.direction} ran at "
-                    f"{achieved / 1e12:.3g} TFLOP/s on {gpu.name} whose {sample.dtype} peak is "
+                    f"profile '{profile.name}': attention {attention.direction} ran at "
+                    f"{achieved / 1e12:.3g} TFLOP/s on {gpu.name} whose {attention.dtype} peak is "
                     f"{peak / 1e12:.3g} TFLOP/s"
                 )
-        for sample in profile.collectives:
-            hw = group_hardware(node_group(gpu, sample.ranks, sample.ranks_per_node), "bf16", best)
-            local = min(sample.ranks_per_node, float(hw.gpus_per_node[0]))
-            limit = float(
-                comm.bus_bandwidth_Bps(sample.ranks, local, hw.intra_Bps[0], hw.inter_Bps[0])
+        for collective in profile.collectives:
+            hw = group_hardware(
+                node_group(gpu, collective.ranks, collective.ranks_per_node), "bf16", best
             )
-            if sample.op == "p2p":
+            local = min(collective.ranks_per_node, float(hw.gpus_per_node[0]))
+            limit = float(
+                comm.bus_bandwidth_Bps(collective.ranks, local, hw.intra_Bps[0], hw.inter_Bps[0])
+            )
+            if collective.op == "p2p":
                 limit = float(hw.intra_Bps[0] if local >= 2 else hw.inter_Bps[0])
-            if sample.busbw_GBps * 1e9 > PEAK_SLACK * limit:
+            if collective.busbw_GBps * 1e9 > PEAK_SLACK * limit:
                 raise CalibrationError(
-                    f"profile '{profile.name}': {sample.op} of {sample.size_B:.0f} B on "
-                    f"{sample.ranks} ranks reached {sample.busbw_GBps:.3g} GB/s bus bandwidth, "
-                    f"more than {gpu.name}'s links allow ({limit / 1e9:.3g} GB/s); check the GPU "
-                    "and ranks_per_node"
+                    f"profile '{profile.name}': {collective.op} of {collective.size_B:.0f} B on "
+                    f"{collective.ranks} ranks reached {collective.busbw_GBps:.3g} GB/s bus "
+                    f"bandwidth, more than {gpu.name}'s links allow ({limit / 1e9:.3g} GB/s); "
+                    "check the GPU and ranks_per_node"
                 )
 
 

@@ -92,7 +92,12 @@ def layer_activation_bytes(ctx: ModelContext, st: StageInputs, tokens: Array) ->
 
 
 def inflight_layers(
-    pp: Array, vpp: Array, stage_index: Array, microbatches: Array, layers: Array, gpipe: Array
+    pp: Array | int,
+    vpp: Array | int,
+    stage_index: Array,
+    microbatches: Array | float,
+    layers: Array | float,
+    gpipe: Array | int,
 ) -> Array:
     """Layers' worth of one micro-batch's activations a stage holds at its peak.
 

@@ -87,7 +87,7 @@ def layer_forward_gemm_s(
     shape, half = ctx.shape, ctx.params.gemm_half_dim
     h, tp = shape.hidden, st.tp
 
-    def gemm(n: Array, k: Array, rows: Array = tokens) -> Array:
+    def gemm(n: Array | float, k: Array | float, rows: Array = tokens) -> Array:
         return gemm_time_s(2 * rows * n * k, rows, n, k, hw, half)
 
     if shape.mla:
@@ -155,7 +155,9 @@ def layer_forward_elementwise_s(
     # (read + write h), 2 residual adds (read 2h, write h), optionally 2 dropouts (read, write,
     # 1-byte mask).
     replicated_elems = 2 * 2 * h + 2 * 3 * h
-    replicated_B = replicated_elems * act_B + (2 * (2 * h * act_B + h) if ctx.dropout else 0.0)
+    replicated_B: Array | float = replicated_elems * act_B + (
+        2 * (2 * h * act_B + h) if ctx.dropout else 0.0
+    )
     replicated_B = replicated_B / sequence_divisor(st)
     # Inside: the activation function over the FFN width (GeLU: read f, write f; SwiGLU: read
     # 2f, write f), sharded by tp. Rotary embeddings on q and k (SwiGLU-era models).

@@ -27,7 +27,7 @@ class StageParams:
     per_layer: Array  # one layer's parameters per GPU (what ZeRO-3 gathers at a time)
     replicas: Array  # copies of each shard (hybrid sharding: dp x cp / dp_shard, else 1)
 
-    def sharded_at(self, stage: Array, zero: Array) -> Array:
+    def sharded_at(self, stage: int, zero: Array) -> Array:
         """Parameters of one kind of state per GPU: sharded when ``zero >= stage``."""
         return np.where(
             zero >= stage,

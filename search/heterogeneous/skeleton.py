@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from costmodel.hardware import DEFAULT_GEMM_EFFICIENCY, peak_tflops, resolve_gpu
 from costmodel.specs import NodeGroup, Plan, ReplicaSpec, StageSpec
+from costmodel.specs.plan import Recompute
 
 LAYOUTS = ("stages", "replicas")
 # How much of a group a skeleton uses: the share of its GPUs (stages layout) or of the pipelines
@@ -29,7 +30,7 @@ class Skeleton:
     vpp: int
     zero_stage: int
     offload_optimizer: bool
-    recompute: str
+    recompute: Recompute
     sequence_parallel: bool
     ep: int = 1
 
@@ -66,7 +67,7 @@ class Skeleton:
             vpp=self.vpp,
             micro_batch_size=self.micro_batch_size,
             zero_stage=self.zero_stage,
-            recompute=self.recompute,  # type: ignore[arg-type]
+            recompute=self.recompute,
             sequence_parallel=self.sequence_parallel,
             offload_optimizer=self.offload_optimizer,
             stages=stages,
