@@ -2,6 +2,7 @@
 
 import re
 from datetime import datetime
+from typing import cast
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -35,6 +36,7 @@ from app.searches.schemas import (
     SearchPlans,
     SearchProgress,
     SearchRecord,
+    SearchStatus,
 )
 from app.webhooks.outbox import enqueue_search_end
 from costmodel.errors import split_leading_path
@@ -136,7 +138,7 @@ def search_plans(session: Session, *, search_id: str) -> SearchPlans:
     stored = StoredProgress.model_validate(row.progress or {})
     return SearchPlans(
         search_id=row.id,
-        status=row.status,  # type: ignore[arg-type]
+        status=cast(SearchStatus, row.status),  # written only from SearchStatus values
         objective=row.objective,
         objective_names=stored.outcome.objective_names if stored.outcome else None,
         items=[PlanRecord.model_validate(plan) for plan in plans.ranked(session, search_id=row.id)],
@@ -160,7 +162,7 @@ def to_record(row: SearchRow, *, now: datetime) -> SearchRecord:
     return SearchRecord(
         id=row.id,
         name=row.name,
-        status=row.status,  # type: ignore[arg-type]
+        status=cast(SearchStatus, row.status),  # written only from SearchStatus values
         objective=row.objective,
         sampler=row.sampler,
         priority=row.priority,
