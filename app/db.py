@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from app.auth import admit_request
+from app.auth.access import admit_deferred, defer_admission
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,16 @@ _KEEPALIVE = {
 }
 
 
+# Connections kept per engine (API process), and the most opened beyond them. Under load a
+# process has up to its thread pool's 40 requests in a service at once; with SQLAlchemy's
+# default of 5 (+10 overflow), every connection past the 5th was closed when returned and
+# opened again for the next request (a PostgreSQL login each time) and the 16th request waited
+# for one. 20 + 10 per process keeps two API processes and their workers under PostgreSQL's
+# default max_connections (100).
+POOL_SIZE = 20
+POOL_MAX_OVERFLOW = 10
+
+
 def is_sqlite(url: str | URL) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
@@ -71,13 +81,13 @@ def make_engine(url: str | URL, timeouts: DatabaseTimeouts | None = None, **kwar
     """Engine for ``url`` with the per-backend settings above. ``kwargs`` go to create_engine
     (and win over the timeouts' ``pool_timeout``)."""
     timeouts = timeouts or DatabaseTimeouts()
-    kwargs = {"pool_timeout": timeouts.pool_s, **kwargs}
+    in_memory = is_sqlite(url) and make_url(url).database in (None, "", ":memory:")
+    pool = {} if in_memory else {"pool_size": POOL_SIZE, "max_overflow": POOL_MAX_OVERFLOW}
+    kwargs = {"pool_timeout": timeouts.pool_s, **pool, **kwargs}
     if is_sqlite(url):
         # Requests run in a thread pool; a pooled connection may serve several threads in turn.
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
-        _configure_sqlite(
-            engine, in_memory=make_url(url).database in (None, "", ":memory:"), timeouts=timeouts
-        )
+        _configure_sqlite(engine, in_memory=in_memory, timeouts=timeouts)
         return engine
     engine = create_engine(url, pool_pre_ping=True, **kwargs)
     apply_timeouts(engine, timeouts)
@@ -218,12 +228,12 @@ def make_session_factory(bind: Any) -> sessionmaker[Session]:
 
 async def get_db(request: Request) -> AsyncIterator[Session]:
     """FastAPI dependency: a session from the app's factory, scoped to the caller's tenant
-    (``app.auth``: a refused API key is a 401 before any work). The final close is a no-op
-    after ``run_in_session``."""
+    (``app.auth``: a refused API key is a 401 before any work) by the first ``run_in_session``,
+    in the same thread hop as the service. The final close is a no-op after ``run_in_session``."""
     session: Session = request.app.state.session_factory()
     try:
         settings = request.app.state.settings
-        await admit_request(
+        defer_admission(
             request,
             session,
             require_auth=settings.require_auth,
@@ -258,11 +268,14 @@ async def run_in_session(
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """``service(session, ...)`` in the thread pool; the session's connection goes back to the
-    pool from that thread (rows returned stay readable: sessions do not expire on commit)."""
+    """``service(session, ...)`` in the thread pool, after admitting the request (its API key
+    query, ``app.auth.access.admit_deferred``) in the same thread; the session's connection goes
+    back to the pool from that thread (rows returned stay readable: sessions do not expire on
+    commit)."""
 
     def call() -> T:
         try:
+            admit_deferred(session)
             return service(session, *args, **kwargs)
         finally:
             session.close()

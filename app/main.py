@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.auth.access import admit_before_errors
 from app.calibrations.router import router as calibrations_router
 from app.clusters.router import router as clusters_router
 from app.dashboard import install_dashboard
@@ -110,6 +111,8 @@ def create_app(
     ):
         app.include_router(router)
     install_dashboard(app)
+    # Last: it wraps the error handlers installed above (API keys are checked lazily, app.db).
+    admit_before_errors(app)
     return app
 
 

@@ -3,21 +3,31 @@ tenant the request's session is scoped to.
 
 One indexed query per request and no cache, so a revoked key is refused by every API process at
 once, and creating the first key turns access control on everywhere at once.
+
+The query runs in the thread of the request's first service call (``admit_deferred``, from
+``app.db.run_in_session``), on the connection that call checks out: a second trip through the
+thread pool per request cost more than the query itself (under load, more than the cost model's
+millisecond). A refused key still answers 401 before anything else: a request that fails before
+its service runs (a malformed body, a bad header) is admitted first (``admit_before_errors``),
+and a session not admitted yet cannot start a transaction.
 """
 
 from dataclasses import dataclass, replace
+from typing import Any
 
-from fastapi import Request
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from fastapi import FastAPI, Request
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, SessionTransaction
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
 from app.auth.tokens import TOKEN_PREFIX, same_hash, token_hash
-from app.errors import UnauthorizedError
+from app.errors import ApiError, UnauthorizedError
 from app.orm import DEFAULT_TENANT, ApiKeyRow
 from app.tenancy import scope_to_tenant
 
 _PRINCIPAL_KEY = "autopar_principal"
+_DEFERRED_KEY = "autopar_deferred_admission"
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,91 @@ async def admit_request(
     ``default_searches_per_minute`` applies to keys without a limit of their own."""
     token = _bearer_token(request)
     principal = await run_in_threadpool(_authenticate, session, token, require_auth)
+    _admit(session, principal, default_searches_per_minute)
+    return principal_of(session) or principal
+
+
+@dataclass
+class _DeferredAdmission:
+    """What ``admit_deferred`` needs to admit a request later, in the service's thread."""
+
+    token: str | None
+    require_auth: bool
+    default_searches_per_minute: int | None
+    settled: bool = False
+
+
+def defer_admission(
+    request: Request,
+    session: Session,
+    *,
+    require_auth: bool,
+    default_searches_per_minute: int | None = None,
+) -> None:
+    """``admit_request`` without its database query, which ``admit_deferred`` runs later in the
+    thread of the request's first service call. A malformed Authorization header is still a 401
+    here; until admitted, ``session`` refuses to start a transaction."""
+    token = _bearer_token(request)
+    admission = _DeferredAdmission(token, require_auth, default_searches_per_minute)
+    session.info[_DEFERRED_KEY] = admission
+    request.state.autopar_admission = admission
+
+
+def admit_deferred(session: Session) -> None:
+    """Admit the request ``defer_admission`` left pending on ``session`` (a no-op once done):
+    authenticate and scope ``session`` to its tenant; 401 when refused. Blocking: call it from
+    the thread pool."""
+    admission: _DeferredAdmission | None = session.info.pop(_DEFERRED_KEY, None)
+    if admission is None:
+        return
+    admission.settled = True
+    principal = _authenticate(session, admission.token, admission.require_auth)
+    _admit(session, principal, admission.default_searches_per_minute)
+
+
+def _admit(session: Session, principal: Principal, default_searches_per_minute: int | None) -> None:
     if principal.key_id is not None and principal.searches_per_minute is None:
         principal = replace(principal, searches_per_minute=default_searches_per_minute)
     scope_to_tenant(session, principal.tenant)
     session.info[_PRINCIPAL_KEY] = principal
-    return principal
+
+
+@event.listens_for(Session, "after_transaction_create")
+def _refuse_unadmitted(session: Session, _transaction: SessionTransaction) -> None:
+    # A service that reached the database some other way than run_in_session would act for no
+    # tenant (and see every row): refuse instead.
+    if _DEFERRED_KEY in session.info:
+        raise RuntimeError("a request's session was used before the request was admitted")
+
+
+def admit_before_errors(app: FastAPI) -> None:
+    """Make every error handler of ``app`` (but the 500's) admit a still-pending request first, so
+    a request with a refused key gets its 401 whatever else is wrong with it, as when admission
+    ran before the body was validated. Call it after the handlers are installed."""
+    unauthorized = app.exception_handlers[ApiError]
+    for exc_class, handler in list(app.exception_handlers.items()):
+        if exc_class is Exception or exc_class == 500:
+            continue
+        app.exception_handlers[exc_class] = _admitting_first(handler, unauthorized)
+
+
+def _admitting_first(handler: Any, unauthorized: Any) -> Any:
+    async def admitting_handler(request: Request, exc: Exception) -> Response:
+        admission: _DeferredAdmission | None = getattr(request.state, "autopar_admission", None)
+        if admission is not None and not admission.settled:
+            admission.settled = True
+            session: Session = request.app.state.session_factory()
+            try:
+                await run_in_threadpool(
+                    _authenticate, session, admission.token, admission.require_auth
+                )
+            except UnauthorizedError as refused:
+                return await unauthorized(request, refused)  # type: ignore[no-any-return]
+            finally:
+                session.close()
+        return await handler(request, exc)  # type: ignore[no-any-return]
+
+    return admitting_handler
 
 
 def principal_of(session: Session) -> Principal | None:

@@ -16,9 +16,12 @@ from calibration_data import TRUTH, measured, observations
 from calibration_data import unmeasured_profile as synthetic_profile
 from sqlalchemy import Connection, select, text
 from sqlalchemy.orm import Session
+from starlette.requests import Request
 
 from app.auth import create_key, revoke_key
+from app.auth.access import admit_deferred, defer_admission
 from app.orm import ApiKeyRow, Base, PlanRow
+from app.tenancy import tenant_of
 
 MODEL = {
     "name": "tiny",
@@ -105,6 +108,33 @@ def test_a_revoked_key_is_refused_at_once(
         revoke_key(session, key=key_id)
     assert_error(client.get("/v1/searches", headers=auth(keys["globex"])), 401)
     assert client.get("/v1/searches", headers=auth(keys["acme"])).status_code == 200
+
+
+def test_a_refused_key_is_a_401_whatever_else_is_wrong(client: httpx.Client, keys: Keys) -> None:
+    # The key is checked in the service's thread (app.db.run_in_session); a request failing
+    # before it (its body, a header, its path) is still refused as unauthorized first.
+    for headers in ({}, auth("ap_not-a-key")):
+        assert_error(client.post("/v1/estimate", json={"plan": 1}, headers=headers), 401)
+        assert_error(client.post("/v1/estimate", content=b"{", headers=headers), 401)
+        long_key = {**headers, "Idempotency-Key": "x" * 201}
+        assert_error(client.post("/v1/searches", json=SEARCH, headers=long_key), 401)
+        assert_error(client.get(f"/v1/searches/{'a' * 201}", headers=headers), 401)
+    # With a valid key the same requests get their own errors.
+    assert (
+        client.post("/v1/estimate", json={"plan": 1}, headers=auth(keys["acme"])).status_code == 422
+    )
+    assert client.get(f"/v1/searches/{'a' * 201}", headers=auth(keys["acme"])).status_code == 422
+
+
+def test_a_session_not_admitted_yet_cannot_reach_the_database(db_connection: Connection) -> None:
+    session = admin_session(db_connection)
+    defer_admission(Request({"type": "http", "headers": []}), session, require_auth=False)
+    with pytest.raises(RuntimeError, match="before the request was admitted"):
+        session.execute(text("SELECT 1"))
+    admit_deferred(session)  # what run_in_session does first, in the service's thread
+    assert session.execute(text("SELECT 1")).scalar() == 1
+    assert tenant_of(session) == "default"
+    session.close()
 
 
 # ---- isolation --------------------------------------------------------------------------------
