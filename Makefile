@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE_STAMP := $(VENV)/.installed-profile
 
-.PHONY: test test-fast test-browser lint validate bench bench-api bench-api-wrk bench-search run clean
+.PHONY: test test-fast test-browser lint validate bench bench-api bench-api-wrk bench-burst bench-search run clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,10 +52,17 @@ run: $(STAMP)
 bench-api: $(STAMP)
 	$(BIN)/python benchmarks/bench_api.py $(BENCH_ARGS)
 
-# The same load from wrk (C client: it does not compete with the server for Python CPU).
-# WRK_ARGS="postgresql+psycopg://postgres@127.0.0.1:5432/test 2" = database URL, server workers.
+# The same load from wrk (C client: it does not compete with the server for Python CPU), for
+# POST /v1/estimate and GET /v1/searches/{id}/plans. WRK_ARGS="URL WORKERS CONNECTIONS SCENARIOS
+# SECONDS", e.g. "postgresql+psycopg://postgres@127.0.0.1:5432/test 2 64" (default: SQLite, 2, 64).
 bench-api-wrk: $(STAMP)
 	benchmarks/bench_api_wrk.sh $(WRK_ARGS)
+
+# 200 small searches submitted at once to `autopar serve` and 2 `autopar worker` processes:
+# all must succeed with their plans; prints queue wait, run time and throughput (a few minutes).
+# BENCH_ARGS="--database-url postgresql+psycopg://..." for an empty PostgreSQL database.
+bench-burst: $(STAMP)
+	$(BIN)/python benchmarks/bench_search_burst.py $(BENCH_ARGS)
 
 # Search quality and speed (about 14 minutes); BENCH_ARGS=--quick for a 4-minute variant.
 bench-search: $(STAMP)

@@ -1,22 +1,92 @@
 #!/usr/bin/env bash
-# POST /v1/estimate under load with wrk (a C load generator, so the client does not compete
-# with the Python server for this machine's cores): 32 connections for 30 s on loopback.
-# Usage: benchmarks/bench_api_wrk.sh [DATABASE_URL] [WORKERS]   (default: a fresh SQLite file)
+# The API under load with wrk (a C load generator, so the client does not compete with the
+# Python server for this machine's cores), on loopback, bounded in time:
+#   estimate: POST /v1/estimate (preset model, stored preset cluster, inline training and plan)
+#   plans:    GET /v1/searches/{id}/plans of a finished search with top_k 10 plans
+# Usage: benchmarks/bench_api_wrk.sh [DATABASE_URL] [WORKERS] [CONNECTIONS] [SCENARIOS] [SECONDS]
+#   defaults: a fresh SQLite file, 2 server workers, 64 connections, "estimate plans", 30 s.
+# A PostgreSQL database is used as it is (the benchmark adds one search and its plans to it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "error: wrk not installed (apt-get install wrk)" >&2; exit 2; }
 tmp=$(mktemp -d)
 url=${1:-sqlite:///$tmp/bench.db}
-workers=${2:-1}
+workers=${2:-2}
+connections=${3:-64}
+scenarios=${4:-estimate plans}
+seconds=${5:-30}
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-AUTOPAR_DATABASE_URL=$url AUTOPAR_EMBEDDED_WORKER=false AUTOPAR_LOG_LEVEL=warning \
-  .venv/bin/autopar serve --port "$port" --workers "$workers" >"$tmp/server.log" 2>&1 &
+base="http://127.0.0.1:$port"
+# The embedded worker runs the one search the plans scenario reads (it then idles: one indexed
+# query a second per process, far below the load).
+AUTOPAR_DATABASE_URL=$url AUTOPAR_LOG_LEVEL=warning \
+  .venv/bin/autopar serve --port "$port" --workers "$workers" --no-access-log >"$tmp/server.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break
+for _ in $(seq 150); do
+  curl -sf "$base/healthz" >/dev/null && break
   sleep 0.2
 done
-echo "database: ${url%%://*}, server workers: $workers"
-wrk -t2 -c32 -d5s -s benchmarks/estimate_post.lua "http://127.0.0.1:$port/v1/estimate" >/dev/null
-wrk -t2 -c32 -d30s --latency -s benchmarks/estimate_post.lua "http://127.0.0.1:$port/v1/estimate"
+curl -sf "$base/healthz" >/dev/null || { cat "$tmp/server.log" >&2; exit 1; }
+
+# CPU seconds used so far by the server and its worker processes (Linux /proc): per request,
+# it separates the server's own cost from the other load on a shared machine, which the
+# latencies include.
+server_cpu_s() {
+  .venv/bin/python - "$server" <<'PY'
+import os, sys
+from pathlib import Path
+def tree(pid):
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(p for child in children for p in tree(int(child)))]
+ticks = 0
+for pid in tree(int(sys.argv[1])):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks += int(fields[11]) + int(fields[12])
+print(ticks / os.sysconf("SC_CLK_TCK"))
+PY
+}
+
+run_wrk() {  # run_wrk NAME URL [wrk options...]
+  local name=$1 target=$2
+  shift 2
+  echo "== $name: database ${url%%://*}, $workers server workers, $connections connections, ${seconds} s; $(uptime | sed 's/.*load average/load average/')"
+  wrk -t2 -c"$connections" -d5s "$@" "$target" >/dev/null   # warm-up: pools, caches, JIT-free paths
+  local before after
+  before=$(server_cpu_s)
+  wrk -t2 -c"$connections" -d"${seconds}s" --latency "$@" "$target" | tee "$tmp/wrk.out"
+  after=$(server_cpu_s)
+  .venv/bin/python - "$before" "$after" "$tmp/wrk.out" <<'PY'
+import re, sys
+from pathlib import Path
+requests = int(re.search(r"(\d+) requests in", Path(sys.argv[3]).read_text()).group(1))
+cpu_ms = (float(sys.argv[2]) - float(sys.argv[1])) * 1e3
+print(f"server CPU per request: {cpu_ms / max(requests, 1):.2f} ms")
+PY
+  echo "load average after: $(uptime | sed 's/.*load average: //')"
+}
+
+for scenario in $scenarios; do
+  case $scenario in
+    estimate)
+      run_wrk "POST /v1/estimate" "$base/v1/estimate" -s benchmarks/estimate_post.lua
+      ;;
+    plans)
+      # A small exhaustive search (about a second); the plans scenario reads its ranking.
+      search_id=$(curl -sf -X POST "$base/v1/searches" -H 'Content-Type: application/json' \
+        -d '{"preset": "llama2-7b", "training": {"seq_length": 4096, "global_batch_size": 512}, "cluster_id": "dgx-a100-8n", "sampler": "exhaustive", "top_k": 10}' \
+        | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+      for _ in $(seq 300); do
+        state=$(curl -sf "$base/v1/searches/$search_id" | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["status"])')
+        [ "$state" = succeeded ] && break
+        case $state in failed|cancelled) echo "error: search $search_id $state" >&2; exit 1;; esac
+        sleep 0.5
+      done
+      [ "$state" = succeeded ] || { echo "error: search $search_id still $state" >&2; exit 1; }
+      count=$(curl -sf "$base/v1/searches/$search_id/plans" | .venv/bin/python -c 'import json, sys; print(len(json.load(sys.stdin)["items"]))')
+      echo "search $search_id: $count plans"
+      run_wrk "GET /v1/searches/{id}/plans" "$base/v1/searches/$search_id/plans" -s benchmarks/count_errors.lua
+      ;;
+    *) echo "error: unknown scenario '$scenario' (estimate, plans)" >&2; exit 2 ;;
+  esac
+done
