@@ -150,9 +150,10 @@ def dimension_domains(
         domains["ep"] = _restrict(
             "ep", divisors(model.moe.num_experts), filters, "ep divides num_experts"
         )
-    # None: unconstrained, i.e. on exactly when tp > 1 (see the module docstring).
+    # Absent: unconstrained, i.e. on exactly when tp > 1 (see the module docstring).
     sp = filters.get("sequence_parallel")
-    domains["sequence_parallel"] = sp.keep([False, True]) if sp is not None else None  # type: ignore[assignment]  # the one optional domain (None: unconstrained); its readers check
+    if sp is not None:
+        domains["sequence_parallel"] = sp.keep([False, True])
     return domains
 
 
@@ -275,7 +276,7 @@ def _expert_tensor_parallel(
 # Options ---------------------------------------------------------------------------------------
 def option_tables(domains: dict[str, list[Any]]) -> tuple[Table, Table, Table, Table]:
     """Option combinations for the four row classes, indexed 2 * (dp*cp == 1) + (tp == 1)."""
-    sp_domain = domains["sequence_parallel"]
+    sp_domain = domains.get("sequence_parallel")
     tables = []
     for single_rank in (False, True):
         for tp_one in (False, True):

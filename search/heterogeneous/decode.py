@@ -101,10 +101,9 @@ class SkeletonSpace:
         ]
         for dim in ("offload_optimizer", "zero_stage", "recompute"):
             candidates.append(parameter(dim, "categorical", first[dim]))
-        if first["sequence_parallel"] is not None:
-            candidates.append(
-                parameter("sequence_parallel", "categorical", first["sequence_parallel"])
-            )
+        sp_domain = first.get("sequence_parallel")
+        if sp_domain is not None:
+            candidates.append(parameter("sequence_parallel", "categorical", sp_domain))
         return [p for p in candidates if p is not None]
 
     # Decoding ------------------------------------------------------------------------------
@@ -230,7 +229,7 @@ class SkeletonSpace:
             zero = zeros[0]  # ZeRO over one rank changes nothing: canonical stage
         recompute = raw.get("recompute", domains["recompute"][0])
         any_tp = max(draft.tps) > 1
-        sp_domain = domains["sequence_parallel"]
+        sp_domain = domains.get("sequence_parallel")
         if sp_domain is None:
             sp = any_tp
         else:
