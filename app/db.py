@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.auth.access import admit_deferred, defer_admission
+from app.common.limits import apply_limits
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,7 @@ async def get_db(request: Request) -> AsyncIterator[Session]:
             require_auth=settings.require_auth,
             default_searches_per_minute=settings.searches_per_minute,
         )
+        apply_limits(session, settings.service_limits())
         yield session
     finally:
         session.close()

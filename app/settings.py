@@ -6,6 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
+    from app.common.limits import ServiceLimits
     from app.db import DatabaseTimeouts
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
@@ -119,6 +120,46 @@ class Settings(BaseSettings):
             "a key's own limit (`autopar keys create --searches-per-minute`) overrides it."
         ),
     )
+    max_cluster_gpus: int | None = Field(
+        default=1_048_576,
+        ge=1,
+        description=(
+            "Most GPUs a cluster may have in POST /v1/clusters, /v1/estimate, /v1/searches and "
+            "/v1/observations (422 beyond). 2^20: five times the largest clusters built so far, "
+            "so no real cluster is refused, while the specs' own bounds (100,000 nodes x 1,024 "
+            "GPUs per group, 1,000 groups) would let a client make the search enumerate "
+            "degrees of 10^11 GPUs."
+        ),
+    )
+    max_search_trials: int | None = Field(
+        default=100_000,
+        ge=1,
+        description="Largest trials budget a search may ask for (422 beyond).",
+    )
+    max_search_timeout_s: float | None = Field(
+        default=86_400.0,
+        gt=0,
+        description="Largest timeout_s a search may ask for, seconds (422 beyond).",
+    )
+    max_active_searches_per_tenant: int | None = Field(
+        default=500,
+        ge=1,
+        description=(
+            "Searches one tenant may have queued or running at once; one more is a 429 with "
+            "Retry-After (a queue one tenant cannot flood)."
+        ),
+    )
+
+    def service_limits(self) -> "ServiceLimits":
+        from app.common.limits import ServiceLimits  # imports the specs; settings does not
+
+        return ServiceLimits(
+            max_cluster_gpus=self.max_cluster_gpus,
+            max_search_trials=self.max_search_trials,
+            max_search_timeout_s=self.max_search_timeout_s,
+            max_active_searches_per_tenant=self.max_active_searches_per_tenant,
+        )
+
     webhook_secret: str | None = Field(
         default=None,
         min_length=16,

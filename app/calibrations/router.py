@@ -1,9 +1,10 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Body, Path, Response, status
 
 from app.calibrations import service
 from app.calibrations.schemas import CalibrationCreate, CalibrationPage, CalibrationRecord
+from app.common.examples import calibration_examples
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -23,7 +24,10 @@ KeyPath = Annotated[
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_calibration(
-    request: CalibrationCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
+    request: Annotated[CalibrationCreate, Body(openapi_examples=calibration_examples())],
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
 ) -> Any:
     """Fit the cost model's efficiency parameters to stored profiles and observed steps and
     store them as the name's next version, with the error per source before and after

@@ -1,9 +1,10 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Body, Path, Response, status
 
 from app.clusters import service
 from app.clusters.schemas import ClusterPage, ClusterRecord
+from app.common.examples import STORED_CLUSTER_NAME, cluster_examples, key_examples
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery, PresetQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -12,7 +13,14 @@ from costmodel.specs import ClusterSpec
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 
-KeyPath = Annotated[str, Path(max_length=200, description="Id or name (presets included).")]
+KeyPath = Annotated[
+    str,
+    Path(
+        max_length=200,
+        description="Id or name (presets included).",
+        openapi_examples=key_examples("dgx-a100-8n", STORED_CLUSTER_NAME),
+    ),
+]
 
 
 @router.post(
@@ -22,7 +30,10 @@ KeyPath = Annotated[str, Path(max_length=200, description="Id or name (presets i
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_cluster(
-    spec: ClusterSpec, session: SessionDep, response: Response, idempotency: IdempotencyDep
+    spec: Annotated[ClusterSpec, Body(openapi_examples=cluster_examples())],
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
 ) -> Any:
     """Store a cluster spec under its ``name``; GPU types must be in the catalog (GET /v1/gpus)
     or given inline."""

@@ -6,6 +6,7 @@ from sqlalchemy.orm import Session
 
 from app.clusters.repository import clusters
 from app.common import record_service
+from app.common.limits import check_cluster_size
 from app.errors import InvalidInputError
 from app.orm import ClusterSpecRow
 from costmodel.hardware import UnknownGpuError, lookup_gpu
@@ -26,6 +27,7 @@ def check_gpu_names(cluster: ClusterSpec, *, prefix: str = "") -> None:
 
 def create_cluster(session: Session, *, spec: ClusterSpec) -> ClusterSpecRow:
     check_gpu_names(spec)
+    check_cluster_size(session, spec, field="groups")
     return record_service.create_record(
         session, repository=clusters, spec=spec, kind=KIND, source="api"
     )

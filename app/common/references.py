@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.clusters.repository import clusters
 from app.clusters.service import check_gpu_names
+from app.common.limits import check_cluster_size
 from app.common.record_service import resolve_reference
 from app.errors import InvalidInputError
 from app.modelspecs.repository import models
@@ -115,6 +116,7 @@ def _resolve_cluster(
     _require_exactly_one(references, CLUSTER_FIELDS)
     if references.cluster is not None:
         check_gpu_names(references.cluster, prefix="cluster.")
+        check_cluster_size(session, references.cluster, field="cluster")
         return references.cluster, None
     row = resolve_reference(
         session,
@@ -123,4 +125,6 @@ def _resolve_cluster(
         field="cluster_id",
         kind="cluster",
     )
+    # A stored cluster passed the limit when it was stored, unless the limit was lowered since.
+    check_cluster_size(session, row.spec, field="cluster_id")
     return row.spec, row.id

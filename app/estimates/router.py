@@ -1,7 +1,8 @@
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 
+from app.common.examples import estimate_examples
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
 from app.estimates import service
@@ -11,7 +12,10 @@ router = APIRouter(prefix="/v1", tags=["estimate"])
 
 
 @router.post("/estimate", response_model=EstimateResponse, responses=error_responses(400, 413, 422))
-async def estimate(request: EstimateRequest, session: SessionDep) -> Any:
+async def estimate(
+    request: Annotated[EstimateRequest, Body(openapi_examples=estimate_examples())],
+    session: SessionDep,
+) -> Any:
     """Price one plan: step time and its breakdown, throughput, MFU, memory per stage, cost.
 
     An infeasible plan (out of memory, ...) is still a 200 with ``feasible: false`` and the

@@ -2,6 +2,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
+from app.common.examples import GPU_NAME, key_examples
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -24,7 +25,14 @@ async def list_gpus(
 
 @router.get("/{key}", response_model=GpuRecord, responses=error_responses(404))
 async def get_gpu(
-    key: Annotated[str, Path(max_length=200, description="Id or name, e.g. H100-80GB.")],
+    key: Annotated[
+        str,
+        Path(
+            max_length=200,
+            description="Id or name, e.g. H100-80GB.",
+            openapi_examples=key_examples(GPU_NAME),
+        ),
+    ],
     session: SessionDep,
 ) -> Any:
     return await run_in_session(service.get_gpu, session, key=key)

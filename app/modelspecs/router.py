@@ -3,6 +3,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Response, status
 from sqlalchemy.orm import Session
 
+from app.common.examples import (
+    STORED_MODEL_NAME,
+    hf_config_examples,
+    key_examples,
+    model_examples,
+)
 from app.common.pagination import CursorQuery, LimitQuery, NameQuery, PresetQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -13,7 +19,14 @@ from costmodel.specs import ModelSpec
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
-KeyPath = Annotated[str, Path(max_length=200, description="Id or name (presets included).")]
+KeyPath = Annotated[
+    str,
+    Path(
+        max_length=200,
+        description="Id or name (presets included).",
+        openapi_examples=key_examples("llama3-8b", STORED_MODEL_NAME),
+    ),
+]
 
 
 @router.post(
@@ -23,7 +36,10 @@ KeyPath = Annotated[str, Path(max_length=200, description="Id or name (presets i
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_model(
-    spec: ModelSpec, session: SessionDep, response: Response, idempotency: IdempotencyDep
+    spec: Annotated[ModelSpec, Body(openapi_examples=model_examples())],
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
 ) -> Any:
     """Store a model spec under its ``name`` (unique, presets included)."""
     return await create_once(
@@ -42,7 +58,13 @@ async def create_model(
     responses=error_responses(400, 409, 413, 422),
 )
 async def import_hf_model(
-    config: Annotated[dict[str, Any], Body(description="A Hugging Face config.json document.")],
+    config: Annotated[
+        dict[str, Any],
+        Body(
+            description="A Hugging Face config.json document.",
+            openapi_examples=hf_config_examples(),
+        ),
+    ],
     session: SessionDep,
     response: Response,
     idempotency: IdempotencyDep,

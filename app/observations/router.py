@@ -1,7 +1,8 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Body, Path, Query, Response, status
 
+from app.common.examples import observation_examples, plan_observation_examples
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -28,7 +29,7 @@ ObservationIdPath = Annotated[str, Path(max_length=200, description="Observation
 )
 async def observe_plan(
     plan_id: PlanIdPath,
-    request: PlanObservationCreate,
+    request: Annotated[PlanObservationCreate, Body(openapi_examples=plan_observation_examples())],
     session: SessionDep,
     response: Response,
     idempotency: IdempotencyDep,
@@ -65,7 +66,10 @@ async def plan_observations(
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_observation(
-    request: ObservationCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
+    request: Annotated[ObservationCreate, Body(openapi_examples=observation_examples())],
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
 ) -> Any:
     """Report a run that was not planned here: its model, training, cluster and plan (given as
     in ``POST /v1/estimate``) and what it measured."""

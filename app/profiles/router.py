@@ -1,7 +1,8 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Body, Path, Response, status
 
+from app.common.examples import profile_examples
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -21,7 +22,10 @@ ProfileIdPath = Annotated[str, Path(max_length=200, description="Profile id.")]
     responses=error_responses(400, 409, 413, 422),
 )
 async def create_profile(
-    request: ProfileCreate, session: SessionDep, response: Response, idempotency: IdempotencyDep
+    request: Annotated[ProfileCreate, Body(openapi_examples=profile_examples())],
+    session: SessionDep,
+    response: Response,
+    idempotency: IdempotencyDep,
 ) -> Any:
     """Store a machine profile: the JSON ``autopar profile`` wrote, or nccl-tests output
     (``all_reduce_perf`` and friends) to parse. ``POST /v1/calibrations`` fits to it."""

@@ -1,7 +1,8 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 
+from app.common.examples import search_examples
 from app.common.pagination import CursorQuery, LimitQuery
 from app.db import SessionDep, run_in_session
 from app.errors import error_responses
@@ -24,10 +25,11 @@ SearchIdPath = Annotated[str, Path(max_length=200, description="Search id.")]
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=SearchRecord,
-    responses=error_responses(400, 409, 413, 422),
+    # 429: the key's searches per minute, or its tenant's searches queued or running.
+    responses=error_responses(400, 409, 413, 422, 429),
 )
 async def create_search(
-    request: SearchCreate,
+    request: Annotated[SearchCreate, Body(openapi_examples=search_examples())],
     session: SessionDep,
     response: Response,
     idempotency: IdempotencyDep,
@@ -36,7 +38,9 @@ async def create_search(
     """Queue a plan search; a worker runs it. Follow it at the ``Location`` returned.
 
     Every reason the search cannot run (a cluster too small for the model, a batch size no
-    layout divides, constraints that leave no plan, a zero budget) is a 422 naming the field.
+    layout divides, constraints that leave no plan, a zero budget, a cluster or budget over the
+    server's limits) is a 422 naming the field. A 429 (with Retry-After) when the API key used up
+    its searches per minute or its tenant has the most searches queued or running it may.
 
     With ``callback_url``, its end (succeeded, failed, cancelled) is POSTed there as a signed
     webhook; ``GET /v1/searches/{id}/deliveries`` shows how sending it went.

@@ -26,6 +26,7 @@ from app.orm import SearchRow, utcnow
 from app.plans import repository as plans
 from app.plans.schemas import PlanRecord
 from app.searches import repository
+from app.searches.limits import check_active_searches, check_search_budget
 from app.searches.progress import StoredProgress, primary_metric
 from app.searches.schemas import (
     FINISHED,
@@ -52,6 +53,8 @@ def create_search(
     (``AUTOPAR_WEBHOOK_SECRET``) for a ``callback_url`` given without ``callback_secret``."""
     begin_write(session)
     api_key_id = check_search_quota(session)
+    check_active_searches(session)
+    check_search_budget(session, request)
     require_storable(request.model_dump(exclude_none=True))
     _check_callback(request, server_signs_webhooks=server_signs_webhooks)
     specs = resolve_specs(session, references=request)
