@@ -130,10 +130,10 @@ def _admitting_first(handler: Any, unauthorized: Any) -> Any:
                     _authenticate, session, admission.token, admission.require_auth
                 )
             except UnauthorizedError as refused:
-                return await unauthorized(request, refused)  # type: ignore[no-any-return]
+                return await unauthorized(request, refused)
             finally:
                 session.close()
-        return await handler(request, exc)  # type: ignore[no-any-return]
+        return await handler(request, exc)
 
     return admitting_handler
 
