@@ -6,7 +6,7 @@ request the service accepts (a 2xx): a fuzzer's random bodies only ever reach th
 
 from typing import Any
 
-from costmodel.catalog import load_preset
+from costmodel.catalog import SpecKind, load_preset
 
 # Small on purpose: an 8B model on one 8-GPU node prices in milliseconds, and a search over it
 # enumerates a few hundred plans.
@@ -24,8 +24,8 @@ def _example(summary: str, value: Any) -> dict[str, Any]:
     return {"summary": summary, "value": value}
 
 
-def _renamed_preset(kind: str, preset: str, name: str) -> dict[str, Any]:
-    spec: dict[str, Any] = load_preset(kind, preset).model_dump(mode="json", exclude_none=True)  # type: ignore[arg-type]
+def _renamed_preset(kind: SpecKind, preset: str, name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = load_preset(kind, preset).model_dump(mode="json", exclude_none=True)
     return {**spec, "name": name}
 
 
