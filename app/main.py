@@ -109,7 +109,9 @@ def create_app(
         observations_router,
         calibrations_router,
     ):
-        app.include_router(router)
+        # Every route but the public ones admits its caller by API key: a 401 when refused.
+        public = router in (health_router, presets_router)
+        app.include_router(router, responses=None if public else error_responses(401))
     install_dashboard(app)
     # Last: it wraps the error handlers installed above (API keys are checked lazily, app.db).
     admit_before_errors(app)
