@@ -232,8 +232,14 @@ def test_more_hbm_is_never_less_feasible(case: Case, factor: float) -> None:
 @given(cases(), st.integers(1, 11))
 def test_fewer_layers_never_need_more_memory(case: Case, fewer: int) -> None:
     assume(timeable(case))
-    layers = case.model.num_layers - fewer
-    assume(layers >= max(case.plan.pp, 1))
+    # Whole layers off every stage: the same layout, lighter. (With a layer count pp does not
+    # divide, the default split is time-balanced, and dropping one layer can move another onto
+    # the first stage, which holds the most micro-batches in flight: a different layout, which
+    # may need more memory -- 2.0013 vs 2.0011 GiB for 5 vs 6 layers on pp=4.)
+    step = case.plan.pp
+    assume(case.model.num_layers % step == 0)
+    layers = case.model.num_layers - fewer * step
+    assume(layers >= step)
     if case.model.moe is not None:
         assume(layers > case.model.moe.first_dense_layers)
     smaller = case.model.model_copy(update={"num_layers": layers})
