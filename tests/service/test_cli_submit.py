@@ -89,7 +89,7 @@ def test_nothing_fits_exits_3(served: str) -> None:
 
 def test_a_cancelled_search_exits_4(served: str) -> None:
     args = ["-m", "llama3-70b", "-t", "llama3-8k", "-c", "dgx-h100-128n", "--sampler", "tpe"]
-    args += ["--trials", "1000000", "--timeout-s", "300", "--wait", "--url", served]
+    args += ["--trials", "100000", "--timeout-s", "300", "--wait", "--url", served]
 
     def cancel_when_running() -> None:
         with httpx.Client(base_url=served, timeout=10) as http:
@@ -139,7 +139,7 @@ def test_an_unreachable_service_exits_5() -> None:
 
 def test_ctrl_c_stops_waiting_and_says_where_the_search_is(served: str) -> None:
     args = ["-m", "llama3-70b", "-t", "llama3-8k", "-c", "dgx-h100-128n", "--sampler", "tpe"]
-    args += ["--trials", "1000000", "--timeout-s", "300", "--wait", "--url", served]
+    args += ["--trials", "100000", "--timeout-s", "300", "--wait", "--url", served]
     command = [sys.executable, "-c", "from app.cli import main; main()", "submit", *args]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
