@@ -35,7 +35,7 @@ test-fast: $(STAMP)
 
 # The dashboard's end-to-end tests in Debian's Chromium (the fixture apt-installs it when missing).
 test-browser: $(STAMP)
-	$(BIN)/python -m pytest -m browser tests/browser
+	$(BIN)/python -m pytest -m browser tests/app/dashboard
 
 validate: $(STAMP)
 	$(BIN)/autopar validate

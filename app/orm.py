@@ -142,9 +142,7 @@ class SpecRecord:
     id: Mapped[str] = _id_column()
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
     # Owner; None for the built-in presets, which every tenant reads and none may change.
-    tenant: Mapped[str | None] = mapped_column(
-        String(TENANT_LENGTH), default=_spec_tenant_default
-    )
+    tenant: Mapped[str | None] = mapped_column(String(TENANT_LENGTH), default=_spec_tenant_default)
     # Built-in catalog entries, refreshed at startup and read-only through the API.
     is_preset: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     # How the row was made: "catalog", "api", "hf" (Hugging Face import), ...

@@ -3,8 +3,9 @@
 The homogeneous estimate (``homogeneous.structural_violations``), the heterogeneous estimate
 (each stage's tp against the same predicates) and the search space (``search.space`` filters
 its rows with ``violations``) all apply this table, so a plan the search lists is a plan both
-estimates accept, and a rule changed here changes everywhere (``tests/test_rules.py`` holds
-them equal). Memory is not structural (``Violation.MEMORY``: the estimate's peak against HBM).
+estimates accept, and a rule changed here changes everywhere
+(``tests/costmodel/test_rules.py`` holds them equal). Memory is not structural
+(``Violation.MEMORY``: the estimate's peak against HBM).
 
 Predicates receive the plan columns (``dp``, ``tp``, ``pp``, ``cp``, ``ep``, ``etp``, ``vpp``,
 ``micro_batch_size``, ``sequence_parallel``; numpy arrays of one length) and the ``Facts`` of

@@ -7,7 +7,7 @@ attention and a 4h MLP, final norm, output layer and cross-entropy. Plans (``Tra
 - data parallel: ``DistributedDataParallel``, gradients reduced once per step (``no_sync`` on
   all but the last micro-batch, as Megatron accumulates) and overlapped with the last backward;
 - tensor parallel: Megatron-LM's layout (Shoeybi et al. 2019, Fig. 3): column-parallel QKV and
-  MLP-in, row-parallel projections, an all-reduce after each (``_ReduceFromTP``) and one on the
+  MLP-in, row-parallel projections, an all-reduce after each (``ReduceFromTP``) and one on the
   column-parallel layers' input gradient, overlapped with their weight-gradient GEMM as
   Megatron does (``_ColumnParallelLinear``); a vocabulary-parallel embedding, output layer and
   cross-entropy (each rank holds V/tp rows and logits; max, sum of exponentials and target logit
@@ -87,7 +87,7 @@ class TrainPlan:
 
 
 # ---- tensor-parallel communication (Megatron's f and g operators) ------------------------------
-class _ReduceFromTP(torch.autograd.Function):
+class ReduceFromTP(torch.autograd.Function):
     """All-reduce forward; identity backward (g): the sum feeds replicated computation."""
 
     @staticmethod
@@ -122,12 +122,12 @@ class _ColumnParallelLinear(torch.autograd.Function):
         return grad_input, grad_weight
 
 
-def _column_parallel(x: torch.Tensor, layer: nn.Linear, tp: int) -> torch.Tensor:
+def column_parallel(x: torch.Tensor, layer: nn.Linear, tp: int) -> torch.Tensor:
     return _ColumnParallelLinear.apply(x, layer.weight) if tp > 1 else layer(x)
 
 
 def _from_tp(x: torch.Tensor, tp: int) -> torch.Tensor:
-    return _ReduceFromTP.apply(x) if tp > 1 else x
+    return ReduceFromTP.apply(x) if tp > 1 else x
 
 
 # ---- the model ----------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
-        qkv = _column_parallel(x, self.qkv, self.tp)
+        qkv = column_parallel(x, self.qkv, self.tp)
         qkv = qkv.view(batch, seq, 3, self.local_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)
         y = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -159,7 +159,7 @@ class Mlp(nn.Module):
         self.down = nn.Linear(4 * shape.hidden // tp, shape.hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = functional.gelu(_column_parallel(x, self.up, self.tp))
+        hidden = functional.gelu(column_parallel(x, self.up, self.tp))
         return _from_tp(self.down(hidden), self.tp)
 
 
@@ -189,11 +189,11 @@ def vocab_parallel_cross_entropy(
         peak = logits.max(dim=-1).values
         dist.all_reduce(peak, op=dist.ReduceOp.MAX)
     shifted = logits - peak[:, None]
-    total = _ReduceFromTP.apply(shifted.exp().sum(dim=-1))
+    total = ReduceFromTP.apply(shifted.exp().sum(dim=-1))
     local = targets - first
     mine = (local >= 0) & (local < local_vocab)
     picked = shifted.gather(1, local.clamp(0, local_vocab - 1)[:, None]).squeeze(1)
-    target_logit = _ReduceFromTP.apply(picked * mine)
+    target_logit = ReduceFromTP.apply(picked * mine)
     return (total.log() - target_logit).mean()
 
 
@@ -208,7 +208,7 @@ class Head(nn.Module):
         self.output = nn.Linear(shape.hidden, shape.vocab // tp, bias=False)
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logits = _column_parallel(self.norm(x), self.output, self.tp).flatten(0, 1)
+        logits = column_parallel(self.norm(x), self.output, self.tp).flatten(0, 1)
         return vocab_parallel_cross_entropy(logits, targets.flatten(), self.first, self.tp)
 
 

@@ -6,7 +6,7 @@
 
 The names below load on first use (PEP 562), so importing a submodule (``search.space``,
 ``search.constraints``) loads only what that submodule needs: the layering that
-``tests/test_search_layering.py`` checks stays visible.
+``tests/search/test_layering.py`` checks stays visible.
 """
 
 from importlib import import_module

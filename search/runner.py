@@ -74,13 +74,13 @@ def run_search(
     start = time.monotonic()
     deadline = start + request.timeout_s if request.timeout_s is not None else None
     metrics = OBJECTIVE_METRICS[request.objective]
-    run = _Run(request, metrics, deadline, storage, study_name, progress, should_stop)
+    run = SearchRun(request, metrics, deadline, storage, study_name, progress, should_stop)
     result = run.homogeneous() if len(request.search_groups) == 1 else run.heterogeneous()
     result.elapsed_s = time.monotonic() - start
     return result
 
 
-class _Run:
+class SearchRun:
     def __init__(
         self,
         request: SearchRequest,
@@ -139,7 +139,7 @@ class _Run:
         sampler = self._optuna_sampler()
         space = HomogeneousTrials(request, spaces)
         outcome = self._study(space, sampler)
-        distinct = self._distinct(outcome.evaluations)
+        distinct = self.distinct(outcome.evaluations)
         return self._result(
             distinct,
             sampler=sampler,
@@ -178,7 +178,7 @@ class _Run:
         outcome = self._study(space, sampler)
         # Baselines first: a heterogeneous plan that is a baseline written as stages (one group,
         # one tp, even split) is that baseline.
-        found = self._distinct([*baselines, *outcome.evaluations])
+        found = self.distinct([*baselines, *outcome.evaluations])
         result = self._result(
             found,
             sampler=sampler,
@@ -305,7 +305,7 @@ class _Run:
             near_tie_tolerance=NEAR_TIE_TOLERANCE,
         )
 
-    def _distinct(self, found: Sequence[Found]) -> list[Found]:
+    def distinct(self, found: Sequence[Found]) -> list[Found]:
         """One entry per canonical plan (the first that found it; ``search.ranking``). A plan
         that canonicalizes to another form (stages on one group with the even split: the
         homogeneous plan) is priced again in that form, unless it was found in it already."""

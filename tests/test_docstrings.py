@@ -6,9 +6,10 @@ public class (``@overload`` stubs aside: the implementation carries the docstrin
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 PACKAGES = ("costmodel", "search")
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 

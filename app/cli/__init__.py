@@ -11,7 +11,7 @@ cli = typer.Typer(
 )
 
 
-def _register_commands() -> None:
+def register_commands() -> None:
     # Imported for their side effect of adding commands to ``cli``.
     from app.cli import (  # noqa: F401
         calibrate_cmd,
@@ -29,5 +29,5 @@ def _register_commands() -> None:
 
 
 def main() -> None:
-    _register_commands()
+    register_commands()
     cli()

@@ -67,7 +67,7 @@ def _segment(value: str) -> str:
     return quote(value, safe="@")
 
 
-def _body(model: BaseModel) -> dict[str, Any]:
+def request_body(model: BaseModel) -> dict[str, Any]:
     # Only what the caller set: the service fills the defaults, as for any other client.
     body = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
     # Write-only fields (a webhook secret) are excluded from dumps so that no answer echoes
@@ -196,7 +196,7 @@ class AutoparClient:
 
     # Models --------------------------------------------------------------------------------
     def create_model(self, spec: ModelSpec, *, idempotency_key: str | None = None) -> ModelRecord:
-        return self._create(ModelRecord, "/v1/models", _body(spec), idempotency_key)
+        return self._create(ModelRecord, "/v1/models", request_body(spec), idempotency_key)
 
     def import_hf_model(
         self,
@@ -235,7 +235,7 @@ class AutoparClient:
     def create_cluster(
         self, spec: ClusterSpec, *, idempotency_key: str | None = None
     ) -> ClusterRecord:
-        return self._create(ClusterRecord, "/v1/clusters", _body(spec), idempotency_key)
+        return self._create(ClusterRecord, "/v1/clusters", request_body(spec), idempotency_key)
 
     def list_clusters(
         self,
@@ -265,7 +265,7 @@ class AutoparClient:
     def estimate(self, request: EstimateRequest) -> EstimateResponse:
         # Computes and stores nothing: safe to retry.
         return self._call(
-            EstimateResponse, "POST", "/v1/estimate", json=_body(request), idempotent=True
+            EstimateResponse, "POST", "/v1/estimate", json=request_body(request), idempotent=True
         )
 
     # Searches ------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ class AutoparClient:
         self, request: SearchCreate, *, idempotency_key: str | None = None
     ) -> SearchRecord:
         """Queue a search (202); follow it with ``get_search`` or ``wait_for``."""
-        return self._create(SearchRecord, "/v1/searches", _body(request), idempotency_key)
+        return self._create(SearchRecord, "/v1/searches", request_body(request), idempotency_key)
 
     def list_searches(
         self, *, status: SearchStatus | None = None, limit: int = 50, cursor: str | None = None
@@ -352,7 +352,7 @@ class AutoparClient:
     def create_profile(
         self, request: ProfileCreate, *, idempotency_key: str | None = None
     ) -> ProfileRecord:
-        return self._create(ProfileRecord, "/v1/profiles", _body(request), idempotency_key)
+        return self._create(ProfileRecord, "/v1/profiles", request_body(request), idempotency_key)
 
     def list_profiles(self, *, limit: int = 50, cursor: str | None = None) -> ProfilePage:
         params = {"limit": limit, "cursor": cursor}
@@ -374,7 +374,7 @@ class AutoparClient:
     ) -> ObservationRecord:
         """Report how a stored plan really ran."""
         path = f"/v1/plans/{_segment(plan_id)}/observations"
-        return self._create(ObservationRecord, path, _body(request), idempotency_key)
+        return self._create(ObservationRecord, path, request_body(request), idempotency_key)
 
     def plan_observations(
         self, plan_id: str, *, limit: int = 50, cursor: str | None = None
@@ -385,7 +385,9 @@ class AutoparClient:
     def create_observation(
         self, request: ObservationCreate, *, idempotency_key: str | None = None
     ) -> ObservationRecord:
-        return self._create(ObservationRecord, "/v1/observations", _body(request), idempotency_key)
+        return self._create(
+            ObservationRecord, "/v1/observations", request_body(request), idempotency_key
+        )
 
     def list_observations(
         self, *, source: str | None = None, limit: int = 50, cursor: str | None = None
@@ -404,7 +406,9 @@ class AutoparClient:
     def create_calibration(
         self, request: CalibrationCreate, *, idempotency_key: str | None = None
     ) -> CalibrationRecord:
-        return self._create(CalibrationRecord, "/v1/calibrations", _body(request), idempotency_key)
+        return self._create(
+            CalibrationRecord, "/v1/calibrations", request_body(request), idempotency_key
+        )
 
     def list_calibrations(
         self, *, name: str | None = None, limit: int = 50, cursor: str | None = None
