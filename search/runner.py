@@ -81,6 +81,9 @@ def run_search(
 
 
 class SearchRun:
+    """One search: its request, objectives, budget and callbacks, and the homogeneous or
+    heterogeneous run that answers it (``run_search`` makes one and calls it)."""
+
     def __init__(
         self,
         request: SearchRequest,
@@ -101,6 +104,8 @@ class SearchRun:
 
     @property
     def trial_budget(self) -> int | None:
+        """Trials to run: the request's, or the default when it names neither trials nor a
+        time budget; None when only the time budget bounds it."""
         if self.request.trials is None and self.request.timeout_s is None:
             return DEFAULT_TRIALS
         return self.request.trials
@@ -112,6 +117,8 @@ class SearchRun:
 
     # One group -----------------------------------------------------------------------------
     def homogeneous(self) -> SearchResult:
+        """Search the one-group layouts: enumerate them all (exhaustive, or auto on a small
+        space) or run an Optuna study over them."""
         request = self.request
         spaces = homogeneous_spaces(request)
         size = sum(space.size for space in spaces)
@@ -168,6 +175,8 @@ class SearchRun:
 
     # Several groups ------------------------------------------------------------------------
     def heterogeneous(self) -> SearchResult:
+        """Search plans over several node groups: the single-group baselines, then an Optuna
+        study of pipeline skeletons whose stages span the groups."""
         request = self.request
         space = HeterogeneousTrials(request)
         baselines, baseline_evaluated, baseline_feasible, notes = self._baselines()

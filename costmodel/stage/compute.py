@@ -47,6 +47,9 @@ class ComputeTimes:
     backward_s: Array
     recompute_s: Array
     attention_core_s: Array  # one layer's attention core, forward (CP hides its ring behind it)
+    # Per layer, forward: how long the GPU waits for the host to issue kernels (the host floor
+    # over the kernels' own time). The ring exchange runs then too: its copy engines are idle.
+    host_slack_s: Array
     weight_grad_s: Array  # weight-gradient GEMMs of the stage (TP backward hides behind them)
 
 
@@ -223,8 +226,11 @@ def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Arra
     dense_elem, moe_elem = layer_forward_elementwise_s(ctx, st, hw, tokens)
     dense_kernels, moe_kernels = forward_kernels_per_layer(ctx)
     issue_s = ctx.params.host_op_overhead_us * 1e-6
-    dense_fwd = np.maximum(attn_gemm + dense_mlp + core + dense_elem, dense_kernels * issue_s)
-    moe_fwd = np.maximum(attn_gemm + moe_mlp + core + moe_elem, moe_kernels * issue_s)
+    dense_gpu = attn_gemm + dense_mlp + core + dense_elem
+    moe_gpu = attn_gemm + moe_mlp + core + moe_elem
+    dense_fwd = np.maximum(dense_gpu, dense_kernels * issue_s)
+    moe_fwd = np.maximum(moe_gpu, moe_kernels * issue_s)
+    slack = st.dense_layers * (dense_fwd - dense_gpu) + st.moe_layers * (moe_fwd - moe_gpu)
     cast_fwd, cast_bwd = _fp8_cast_s(ctx, st, hw, tokens)
     kernels_fwd = st.dense_layers * dense_fwd + st.moe_layers * moe_fwd  # 2x in backward
     layers_fwd = kernels_fwd + cast_fwd
@@ -255,6 +261,7 @@ def compute_times(ctx: ModelContext, st: StageInputs, hw: Hardware, tokens: Arra
         backward_s=backward,
         recompute_s=by_recompute(st.recompute, full=layers_fwd, selective=layers * core),
         attention_core_s=core,
+        host_slack_s=slack / np.maximum(layers, 1),
         weight_grad_s=weight_grad,
     )
 

@@ -21,7 +21,9 @@ def cp_comm_s(
     Forward passes K and V in cp - 1 hops, each a send/receive with its own latency; backward
     passes K, V and their gradients (twice the traffic) behind the attention backward. Traffic
     hidden behind the attention core still costs ``overlap_interference`` of its time, like
-    every other overlapped collective.
+    every other overlapped collective. A layer the host cannot issue fast enough leaves the GPU
+    waiting (``host_slack_s``; the backward issues twice the kernels): the exchange hides there
+    too, so faster kernels never expose more ring than they save.
     """
     params = ctx.params
     cp_local = comm.ranks_per_node(st.cp, st.tp, hw.gpus_per_node)
@@ -38,6 +40,7 @@ def cp_comm_s(
     backward = hops * comm.p2p_s(2.0 * kv_chunk_B, bandwidth, latency)
     core = compute.attention_core_s
     core_backward = (FLASH_BACKWARD_FACTOR if ctx.flash_attention else 2.0) * core
+    core, core_backward = core + compute.host_slack_s, core_backward + 2.0 * compute.host_slack_s
     interference = params.overlap_interference
     exposed = np.maximum(forward - core, interference * forward) + np.maximum(
         backward - core_backward, interference * backward
