@@ -82,7 +82,10 @@ def sbatch_script(layout: LaunchLayout, node_script: str, configs: list[ExportFi
         "",
         "# Rendezvous on the job's first node; srun runs one task per node, SLURM_PROCID is its "
         "node rank.",
-        f'MASTER_ADDR=$(scontrol show hostnames "{nodelist}" | head -n 1)',
+        # Not `| head -n 1`: under pipefail, scontrol killed by SIGPIPE after head exits (a long
+        # node list) would fail the job with status 141.
+        f'HOSTS=$(scontrol show hostnames "{nodelist}")',
+        "MASTER_ADDR=${HOSTS%%$'\\n'*}",
         "export MASTER_ADDR",
         "export MASTER_PORT=${MASTER_PORT:-29500}",
         " ".join(srun),

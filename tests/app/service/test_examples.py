@@ -76,8 +76,12 @@ def fake_tools(tmp_path: Path) -> tuple[Path, Path]:
         f'#!/bin/sh\nexec {sys.executable} -c "from app.cli import main; main()" "$@"\n'
     )
     recorder = f'#!/bin/sh\necho "$(basename "$0") $*" >> {calls}\n'
-    (bin_dir / "srun").write_text(recorder + '[ -f "$3" ] || exit 9\n')  # the node script
-    (bin_dir / "scontrol").write_text(recorder + "echo node-001\necho node-002\n")
+    master = f'echo "MASTER_ADDR=$MASTER_ADDR" >> {calls}\n'
+    (bin_dir / "srun").write_text(recorder + master + '[ -f "$3" ] || exit 9\n')  # node script
+    # A long node list, as on a large allocation: a reader that stops at the first line must not
+    # kill scontrol with SIGPIPE (status 141 under pipefail).
+    hosts = "echo node-001\nseq -f 'node-%05g' 2 20000\n"
+    (bin_dir / "scontrol").write_text(recorder + hosts)
     (bin_dir / "kubectl").write_text(recorder + '[ -f "$3" ] || exit 9\n')
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
@@ -102,6 +106,7 @@ def test_the_slurm_job_plans_and_launches(
         path.name for path in run_dir.iterdir()
     }
     assert "torchtitan" in (run_dir / "launch_node.sh").read_text()
+    assert "MASTER_ADDR=node-001" in calls.read_text().splitlines()
     srun = [line for line in calls.read_text().splitlines() if line.startswith("srun ")]
     assert srun == [
         f"srun --kill-on-bad-exit=1 bash {run_dir}/launch_node.sh --data-path "
