@@ -31,6 +31,7 @@ from app.presets.router import router as presets_router
 from app.presets.service import sync_catalog
 from app.profiles.router import router as profiles_router
 from app.searches.router import router as searches_router
+from app.serving import tune_process
 from app.settings import Settings
 from app.webhooks.router import router as webhooks_router
 from app.workers.embedded import EmbeddedWorker
@@ -72,6 +73,7 @@ def create_app(
         worker = _embedded_worker(settings, engine)
         if worker is not None:
             worker.start()
+        tune_process(settings)
         yield
         if worker is not None:
             await anyio.to_thread.run_sync(worker.stop)

@@ -52,6 +52,24 @@ class Settings(BaseSettings):
             "worker` processes serve the database instead (docker-compose does)."
         ),
     )
+    request_threads: int = Field(
+        default=4,
+        ge=1,
+        le=1000,
+        description=(
+            "Threads per API process that run the database-backed part of requests. Requests "
+            "beyond them wait their turn; a few threads serve most throughput and the shortest "
+            "tail (app.serving). Raise it when the database is remote and slow to answer."
+        ),
+    )
+    freeze_startup_objects: bool = Field(
+        default=True,
+        description=(
+            "Take the objects alive after startup out of Python's garbage collector's full "
+            "collections (gc.freeze): they live as long as the process, and walking them stalled "
+            "requests by 100+ ms under load."
+        ),
+    )
     worker_lease_s: float = Field(
         default=60.0,
         ge=1,

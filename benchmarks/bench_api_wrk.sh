@@ -2,9 +2,10 @@
 # The API under load with wrk (a C load generator, so the client does not compete with the
 # Python server for this machine's cores), on loopback, bounded in time:
 #   estimate: POST /v1/estimate (preset model, stored preset cluster, inline training and plan)
+#   estimate-varied: the same with 4,608 plans in turn, so every request is priced afresh
 #   plans:    GET /v1/searches/{id}/plans of a finished search with top_k 10 plans
 # Usage: benchmarks/bench_api_wrk.sh [DATABASE_URL] [WORKERS] [CONNECTIONS] [SCENARIOS] [SECONDS]
-#   defaults: a fresh SQLite file, 2 server workers, 64 connections, "estimate plans", 30 s.
+#   defaults: a fresh SQLite file, 2 server workers, 64 connections, all three scenarios, 30 s.
 # A PostgreSQL database is used as it is (the benchmark adds one search and its plans to it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ tmp=$(mktemp -d)
 url=${1:-sqlite:///$tmp/bench.db}
 workers=${2:-2}
 connections=${3:-64}
-scenarios=${4:-estimate plans}
+scenarios=${4:-estimate estimate-varied plans}
 seconds=${5:-30}
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
@@ -54,7 +55,14 @@ run_wrk() {  # run_wrk NAME URL [wrk options...]
   wrk -t2 -c"$connections" -d5s "$@" "$target" >/dev/null   # warm-up: pools, caches, JIT-free paths
   local before after
   before=$(server_cpu_s)
-  wrk -t2 -c"$connections" -d"${seconds}s" --latency "$@" "$target" | tee "$tmp/wrk.out"
+  wrk -t2 -c"$connections" -d"${seconds}s" --latency "$@" "$target" 2>"$tmp/wrk.err" | tee "$tmp/wrk.out"
+  # wrk reports a broken Lua script on stderr and then runs anyway (with a bare GET), so a
+  # script error or any error answer fails the benchmark instead of passing as a figure.
+  if [[ -s $tmp/wrk.err ]] || grep -q "Non-2xx" "$tmp/wrk.out"; then
+    cat "$tmp/wrk.err" >&2
+    echo "error: $name: error answers or a wrk script error (above)" >&2
+    exit 1
+  fi
   after=$(server_cpu_s)
   .venv/bin/python - "$before" "$after" "$tmp/wrk.out" <<'PY'
 import re, sys
@@ -70,6 +78,11 @@ for scenario in $scenarios; do
   case $scenario in
     estimate)
       run_wrk "POST /v1/estimate" "$base/v1/estimate" -s benchmarks/estimate_post.lua
+      ;;
+    estimate-varied)
+      # Every request another plan: each is priced (no answer from the service's memory).
+      run_wrk "POST /v1/estimate, a new plan each request" "$base/v1/estimate" \
+        -s benchmarks/estimate_varied.lua
       ;;
     plans)
       # A small exhaustive search (about a second); the plans scenario reads its ranking.

@@ -18,6 +18,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+# The test process starts hundreds of apps; freezing what each startup leaves alive (app.serving)
+# would keep every earlier app's reference cycles for the rest of the run.
+os.environ.setdefault("AUTOPAR_FREEZE_STARTUP_OBJECTS", "false")
+
 POSTGRES_ENV = "AUTOPAR_TEST_POSTGRES_URL"
 _POSTGRES_URL = os.environ.get(POSTGRES_ENV) or None
 BACKENDS = ["sqlite", "postgresql"] if _POSTGRES_URL else ["sqlite"]

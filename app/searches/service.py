@@ -27,6 +27,7 @@ from app.plans import repository as plans
 from app.plans.schemas import PlanRecord
 from app.searches import repository
 from app.searches.limits import check_active_searches, check_search_budget
+from app.searches.plan_pages import FinishedPlanPages
 from app.searches.progress import StoredProgress, primary_metric
 from app.searches.schemas import (
     FINISHED,
@@ -137,7 +138,19 @@ def notify_search_end(session: Session, *, search_id: str, now: datetime) -> Non
 
 
 def search_plans(session: Session, *, search_id: str) -> SearchPlans:
+    return _plans_of(session, _get_row(session, search_id))
+
+
+def search_plans_json(session: Session, *, search_id: str) -> bytes:
+    """``search_plans`` as the JSON the API sends, kept once the search has finished
+    (``app.searches.plan_pages``)."""
     row = _get_row(session, search_id)
+    return finished_pages.get_or_build(
+        row, lambda: _plans_of(session, row).model_dump_json(by_alias=True).encode()
+    )
+
+
+def _plans_of(session: Session, row: SearchRow) -> SearchPlans:
     stored = StoredProgress.model_validate(row.progress or {})
     return SearchPlans(
         search_id=row.id,
@@ -146,6 +159,10 @@ def search_plans(session: Session, *, search_id: str) -> SearchPlans:
         objective_names=stored.outcome.objective_names if stored.outcome else None,
         items=[PlanRecord.model_validate(plan) for plan in plans.ranked(session, search_id=row.id)],
     )
+
+
+# The pages of finished searches this process has served (their ranking never changes).
+finished_pages = FinishedPlanPages()
 
 
 def to_record(row: SearchRow, *, now: datetime) -> SearchRecord:
