@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from app.admission_transaction import end_admission_transaction
 from app.auth.access import admit_deferred, defer_admission
 from app.common.limits import apply_limits
 
@@ -207,6 +208,7 @@ def begin_write(session: Session) -> None:
     (SQLITE_BUSY_SNAPSHOT, which the busy timeout does not retry) -- and a search worker writes
     to the same file several times a second. Elsewhere (PostgreSQL) it changes nothing.
     """
+    end_admission_transaction(session)  # the API-key check's (it only read the key)
     if session.in_transaction():
         raise RuntimeError("begin_write must come before the transaction's first statement")
     session.connection(execution_options={_SQLITE_IMMEDIATE: True})
