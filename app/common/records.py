@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.common.ids import looks_like_id
@@ -26,6 +26,9 @@ def fold_name(name: str) -> str:
 class RecordRepository(Generic[RecordT]):
     def __init__(self, table: type[RecordT]) -> None:
         self.table: type[RecordT] = table
+        # Built once: every estimate and search naming a stored spec runs it (building it per
+        # call was a sixth of the lookup's 0.6 ms).
+        self._by_name = select(table).where(table.name == bindparam("name"))
 
     def find(self, session: Session, *, key: str) -> RecordT | None:
         """The row whose id or name is ``key``: an id first, then the exact name, then the name
@@ -37,7 +40,7 @@ class RecordRepository(Generic[RecordT]):
             row = session.get(self.table, key)
             if row is not None:
                 return row
-        row = session.scalars(select(self.table).where(self.table.name == key)).one_or_none()
+        row = session.scalars(self._by_name, {"name": key}).one_or_none()
         if row is not None:
             return row
         # Ignoring case is done here, not by the database: SQLite's lower() folds ASCII only
