@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.common.ids import looks_like_id
@@ -28,7 +28,7 @@ class RecordRepository(Generic[RecordT]):
         self.table: type[RecordT] = table
         # Built once: every estimate and search naming a stored spec runs it (building it per
         # call was a sixth of the lookup's 0.6 ms).
-        self._by_name = select(table).where(table.name == bindparam("name"))
+        self._by_name: Select[RecordT] = select(table).where(table.name == bindparam("name"))
 
     def find(self, session: Session, *, key: str) -> RecordT | None:
         """The row whose id or name is ``key``: an id first, then the exact name, then the name
