@@ -52,6 +52,23 @@ OBJECTIVE_METRICS: dict[str, tuple[Metric, ...]] = {
     "goodput": (EFFECTIVE_TOKENS_PER_S,),
     "pareto_goodput": (EFFECTIVE_TOKENS_PER_S, USD_PER_M_EFFECTIVE_TOKENS),
 }
+# The estimate_many figures that goodput prices (costmodel.goodput.finish_arrays).
+GOODPUT_FIGURES = (
+    "goodput",
+    "effective_tokens_per_s",
+    "checkpoint_interval_s",
+    "time_to_train_s",
+    "usd_to_train",
+    "usd_per_million_effective_tokens",
+    "interruptions",
+)
+
+
+def needs_goodput(objective: str) -> bool:
+    """Whether ranking by ``objective`` reads a goodput figure (time to train counts failures)."""
+    return any(metric.key in GOODPUT_FIGURES for metric in OBJECTIVE_METRICS[objective])
+
+
 # Figures kept for every evaluated plan (ranking, reports, the service's plan columns).
 REPORTED = (
     "tokens_per_s",

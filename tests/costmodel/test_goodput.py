@@ -95,6 +95,19 @@ def test_scalar_and_vectorized_goodput_agree() -> None:
             )
 
 
+def test_vectorized_pricing_without_goodput_leaves_only_its_figures_out() -> None:
+    plans = {"dp": np.array([1, 2, 4]), "tp": 2, "pp": 2, "micro_batch_size": 1}
+    full = estimate_many(MODEL, TRAINING, CLUSTER, plans)
+    lean = estimate_many(MODEL, TRAINING, CLUSTER, plans, goodput=False)
+    left_out = set(full) - set(lean)
+    figures = {"effective_tokens_per_s", "checkpoint_interval_s", "interruptions"}
+    figures |= {"time_to_train_s", "usd_to_train", "usd_per_million_effective_tokens"}
+    assert left_out == figures | {name for name in full if name.startswith("goodput")}
+    assert set(lean) <= set(full) and "checkpoint_total_gib" in lean
+    for name, values in lean.items():
+        np.testing.assert_array_equal(values, full[name], err_msg=name)
+
+
 def test_estimate_reports_goodput_and_its_breakdown() -> None:
     result = estimate(MODEL, TRAINING, CLUSTER, {"dp": 16, "tp": 8, "pp": 2, "micro_batch_size": 1})
     goodput = result.goodput

@@ -12,6 +12,7 @@ from optuna.storages.journal import JournalFileBackend, JournalStorage
 from costmodel import estimate, estimate_many
 from costmodel.feasibility import Violation
 from search import SearchRequest, SearchResult, run_search
+from search.pricing import price_group
 from search.space import homogeneous_spaces
 from tests.support.search_specs import SMALL_MODEL, SMALL_TRAINING
 
@@ -71,6 +72,18 @@ def test_minimizing_objectives_rank_the_true_minimum_first(
     result = search(sampler="exhaustive", objective=objective)
     assert result.directions == ["minimize"] and result.objective_names == [key]
     assert best_value(result) == pytest.approx(pick(arrays[key][arrays["fits"]]))  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("objective", ["throughput", "goodput"])
+def test_goodput_is_priced_in_bulk_only_when_the_objective_ranks_by_it(objective: str) -> None:
+    request = SearchRequest(model=MODEL, training=TRAINING, cluster=CLUSTER, objective=objective)
+    (space,) = homogeneous_spaces(request)
+    arrays = price_group(request, space, space.expand(0, min(space.num_rows, 4)))
+    priced = np.isfinite(arrays["effective_tokens_per_s"]) | ~np.isfinite(arrays["tokens_per_s"])
+    assert priced.all() == (objective == "goodput")
+    # Either way the plans a search keeps report goodput, from their explained estimates.
+    (best,) = search(objective=objective, top_k=1).plans
+    assert best.estimate.goodput is not None and 0 < best.estimate.goodput.goodput <= 1
 
 
 def test_ranked_plans_carry_their_scalar_estimate() -> None:
