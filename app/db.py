@@ -61,11 +61,12 @@ _KEEPALIVE = {
 
 
 # Connections kept per engine (API process), and the most opened beyond them. Under load a
-# process has up to its thread pool's 40 requests in a service at once; with SQLAlchemy's
-# default of 5 (+10 overflow), every connection past the 5th was closed when returned and
-# opened again for the next request (a PostgreSQL login each time) and the 16th request waited
-# for one. 20 + 10 per process keeps two API processes and their workers under PostgreSQL's
-# default max_connections (100).
+# process has up to its request threads in a service at once (AUTOPAR_REQUEST_THREADS: 4, raised
+# up to a few dozen for a remote database), plus its embedded worker and webhook dispatcher; with
+# SQLAlchemy's default of 5 (+10 overflow), at 40 threads every connection past the 5th was
+# closed when returned and opened again for the next request (a PostgreSQL login each time).
+# 20 + 10 per process keeps two API processes and their workers under PostgreSQL's default
+# max_connections (100).
 POOL_SIZE = 20
 POOL_MAX_OVERFLOW = 10
 

@@ -5,11 +5,13 @@ One indexed query per request and no cache, so a revoked key is refused by every
 once, and creating the first key turns access control on everywhere at once.
 
 The query runs in the thread of the request's first service call (``admit_deferred``, from
-``app.db.run_in_session``), on the connection that call checks out: a second trip through the
-thread pool per request cost more than the query itself (under load, more than the cost model's
-millisecond). A refused key still answers 401 before anything else: a request that fails before
-its service runs (a malformed body, a bad header) is admitted first (``admit_before_errors``),
-and a session not admitted yet cannot start a transaction.
+``app.db.run_in_session``), on the connection that call checks out, and a read-only service goes
+on in its transaction (``app.admission_transaction``): a second trip through the thread pool, or
+a second pooled connection, per request cost more than the query itself. The statements are
+prebuilt Core, not ORM queries (0.16 instead of 0.41 ms). A refused key still answers 401
+before anything else: a request that fails before its service runs (a malformed body, a bad
+header) is admitted first (``admit_before_errors``), and a session not admitted yet cannot start
+a transaction.
 """
 
 from dataclasses import dataclass, replace
