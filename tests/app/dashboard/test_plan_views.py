@@ -157,4 +157,9 @@ def test_a_plan_shows_its_goodput(
     expect(panel).to_contain_text("Interruptions")
     expect(panel.locator("#goodput-lost tbody tr")).to_have_count(3)
     expect(panel.locator("#goodput-lost")).to_contain_text("Recomputed steps")
+    # A plan without pipeline stages has no zoom buttons, and nothing takes their place.
+    timeline = page.locator("#pipeline")
+    expect(timeline.locator(".chart")).to_be_visible()
+    expect(timeline.locator(".zoom")).to_have_count(0)
+    assert "null" not in timeline.inner_text()
     screenshot(page, artifacts, "plan-goodput")

@@ -1,7 +1,7 @@
 // The pipeline timeline: a per-stage Gantt chart of one step's micro-batches.
 
 import { COLORS, barLabels, chart, legend } from "./charts.js";
-import { h } from "./dom.js";
+import { fill, h } from "./dom.js";
 import * as fmt from "./format.js";
 import { simulate, stageDurations } from "./pipeline.js";
 import { microBatches, scheduleName } from "./plans.js";
@@ -72,7 +72,7 @@ export function renderGantt(target, { plan, estimate, globalBatch }) {
   const zoom = zoomButtons(plan.pp, m, result.makespan, () => instance);
   const keys = [["Forward", COLORS.forward], ["Backward", COLORS.backward]];
   if (vpp > 1) keys.push(["lighter: the device's later model chunks", SHADES.F[1]]);
-  target.replaceChildren(notes, zoom, box, legend(keys));
+  fill(target, notes, zoom, box, legend(keys)); // zoom is null for short pipelines: left out
   const instance = chart(box, "pipeline", `Pipeline timeline: ${labels.length} stages, ${m} micro-batches`, {
     type: "bar",
     data: { labels, datasets: [dataset("F", "Forward"), dataset("B", "Backward")] },
