@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from server_health import wait_until_healthy  # benchmarks/, on the path as the script's folder
 
 # The request every client sends: a preset model and a stored preset cluster (one database
 # lookup) with an inline training spec and plan, as a typical API user would.
@@ -59,20 +60,6 @@ def start_server(
         command.append("--no-access-log")
     env = {**os.environ, "AUTOPAR_DATABASE_URL": database_url, "AUTOPAR_LOG_LEVEL": "warning"}
     return subprocess.Popen(command, env=env)
-
-
-def wait_until_healthy(base_url: str, server: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"autopar serve exited with status {server.returncode}")
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"autopar serve not healthy after {timeout_s} s")
 
 
 async def client_loop(base_url: str, stop_at: float, tally: Tally | None) -> None:

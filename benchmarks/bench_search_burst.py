@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
+from server_health import wait_until_healthy  # benchmarks/, on the path as the script's folder
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import Session
 
@@ -57,20 +58,6 @@ def free_port() -> int:
 def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def wait_until_healthy(base_url: str, server: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"autopar serve exited with status {server.returncode}")
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"autopar serve not healthy after {timeout_s} s")
 
 
 async def submit_all(base_url: str, count: int, concurrency: int) -> tuple[list[str], Counter[str]]:

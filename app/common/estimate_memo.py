@@ -11,12 +11,11 @@ used first out.
 """
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from app.common.lru import LruCache
 from costmodel.specs import Estimate
 
 # Entries kept: an Estimate with per-stage breakdowns is a few kB (a 64-stage plan ~60 kB), so
@@ -25,14 +24,13 @@ DEFAULT_ENTRIES = 1024
 
 
 class EstimateMemo:
-    """A thread-safe LRU of estimates keyed by their inputs. Estimates handed out are shared:
-    callers copy before changing one (``EstimateResponse(**dict(estimate))`` does)."""
+    """Estimates keyed by their inputs, least recently used out first; safe to share between
+    threads. Estimates handed out are shared: callers copy before changing one
+    (``EstimateResponse(**dict(estimate))`` does)."""
 
     def __init__(self, max_entries: int = DEFAULT_ENTRIES) -> None:
-        self.max_entries = max_entries
-        self._entries: OrderedDict[bytes, Estimate] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
+        self._entries: LruCache[bytes, Estimate] = LruCache(max_entries)
+        self.hits = 0  # counted without a lock: figures to look at, not to rely on
         self.misses = 0
 
     @staticmethod
@@ -47,26 +45,18 @@ class EstimateMemo:
     def get_or_price(self, key: bytes, price: Callable[[], Estimate]) -> Estimate:
         """The estimate stored under ``key``, else ``price()`` stored. Errors are not stored.
         Two threads missing on one key both price it (no lock is held while pricing)."""
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return found
-            self.misses += 1
+        found = self._entries.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
         priced = price()
-        if self.max_entries > 0:
-            with self._lock:
-                self._entries[key] = priced
-                self._entries.move_to_end(key)
-                while len(self._entries) > self.max_entries:
-                    self._entries.popitem(last=False)
+        self._entries.put(key, priced)
         return priced
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.hits = self.misses = 0
+        self._entries.clear()
+        self.hits = self.misses = 0
 
     def __len__(self) -> int:
         return len(self._entries)

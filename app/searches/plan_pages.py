@@ -8,11 +8,10 @@ on every request, so the tenant's scope, a deleted search and a search run again
 or finish time: another key) are seen at once. Per process, bounded, least recently used out.
 """
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 
+from app.common.lru import LruCache
 from app.orm import SearchRow
 from app.searches.schemas import FINISHED
 
@@ -23,12 +22,11 @@ PageKey = tuple[str, str, datetime | None, int]
 
 
 class FinishedPlanPages:
-    """A thread-safe LRU of serialized plan pages, for searches in a finished state only."""
+    """Serialized plan pages, for searches in a finished state only; least recently used out
+    first, safe to share between threads."""
 
     def __init__(self, max_pages: int = MAX_PAGES) -> None:
-        self.max_pages = max_pages
-        self._pages: OrderedDict[PageKey, bytes] = OrderedDict()
-        self._lock = threading.Lock()
+        self._pages: LruCache[PageKey, bytes] = LruCache(max_pages)
 
     @staticmethod
     def key(row: SearchRow) -> PageKey | None:
@@ -41,16 +39,10 @@ class FinishedPlanPages:
         key = self.key(row)
         if key is None:
             return build()
-        with self._lock:
-            page = self._pages.get(key)
-            if page is not None:
-                self._pages.move_to_end(key)
-                return page
-        page = build()
-        with self._lock:
-            self._pages[key] = page
-            while len(self._pages) > self.max_pages:
-                self._pages.popitem(last=False)
+        page = self._pages.get(key)
+        if page is None:
+            page = build()
+            self._pages.put(key, page)
         return page
 
     def __len__(self) -> int:

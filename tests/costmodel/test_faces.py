@@ -5,17 +5,9 @@ import pytest
 
 from costmodel import ClusterSpec, ModelSpec, TrainingSpec, estimate, estimate_many
 from costmodel.params import DEFAULT_PARAMS, EfficiencyParams
+from tests.support.model_specs import LLAMA_LIKE_13B
 
-MODEL = ModelSpec(
-    name="llama-like-13b",
-    num_layers=40,
-    hidden_size=5120,
-    num_attention_heads=40,
-    num_kv_heads=8,
-    ffn_hidden_size=13824,
-    vocab_size=32000,
-    activation="swiglu",
-)
+MODEL = LLAMA_LIKE_13B
 MOE = ModelSpec(
     name="moe-8x",
     num_layers=32,

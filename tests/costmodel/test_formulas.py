@@ -14,6 +14,7 @@ from costmodel.pipeline import schedule_from_stage_times
 from costmodel.specs import NodeGroup
 from costmodel.stage import StageInputs, stage_costs
 from costmodel.stage.activations import layer_activation_bytes
+from tests.support.stage_inputs import one_layer_inputs
 
 GPT22B = ModelSpec(
     name="gpt-22b", num_layers=48, hidden_size=6144, num_attention_heads=64, vocab_size=51200
@@ -30,32 +31,7 @@ S, B, H, A, T = 2048, 4, 6144, 64, 8
 
 
 def _inputs(tp: int, sp: int, recompute: int) -> StageInputs:
-    one = np.ones(1)
-    return StageInputs(
-        dense_layers=one,
-        moe_layers=0 * one,
-        has_embedding=0 * one,
-        has_head=0 * one,
-        tp=tp * one,
-        cp=one,
-        ep=one,
-        dp=one,
-        micro_batch_size=B * one,
-        sequence_parallel=np.array([sp]),
-        recompute=np.array([recompute]),
-        zero_stage=np.array([0]),
-        offload_optimizer=np.array([0]),
-        tp_comm_overlap=np.array([0]),
-        pp=one,
-        vpp=one,
-        stage_index=0 * one,
-        microbatches=one,
-        gpipe=np.array([0]),
-        pp_Bps=one,
-        pp_latency_s=0 * one,
-        dp_Bps=np.full(1, np.nan),
-        dp_latency_s=np.full(1, np.nan),
-    )
+    return one_layer_inputs(tp=tp, sp=sp, micro_batch_size=B, recompute=recompute)
 
 
 @pytest.mark.parametrize(

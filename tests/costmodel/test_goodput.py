@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from costmodel import ClusterSpec, Estimate, ModelSpec, TrainingSpec, estimate, estimate_many
+from costmodel import ClusterSpec, Estimate, TrainingSpec, estimate, estimate_many
 from costmodel.catalog import load_spec
 from costmodel.flops import total_params
 from costmodel.goodput import (
@@ -18,17 +18,9 @@ from costmodel.goodput import (
     young_interval_s,
 )
 from costmodel.specs import CheckpointSpec, ReliabilitySpec
+from tests.support.model_specs import LLAMA_LIKE_13B
 
-MODEL = ModelSpec(
-    name="llama-like-13b",
-    num_layers=40,
-    hidden_size=5120,
-    num_attention_heads=40,
-    num_kv_heads=8,
-    ffn_hidden_size=13824,
-    vocab_size=32000,
-    activation="swiglu",
-)
+MODEL = LLAMA_LIKE_13B
 TRAINING = TrainingSpec(seq_length=4096, global_batch_size=512, train_tokens=1e12)
 CLUSTER = ClusterSpec(
     name="h100x256",

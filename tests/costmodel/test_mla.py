@@ -15,6 +15,7 @@ from costmodel.specs import NodeGroup
 from costmodel.stage import StageInputs
 from costmodel.stage.activations import layer_activation_bytes
 from costmodel.stage.compute import attention_core_forward_s, layer_forward_gemm_s
+from tests.support.stage_inputs import one_layer_inputs
 
 # A tiny MLA model whose counts are worked out by hand below: hidden 64, 4 heads, query latent
 # 16, key/value latent 8, rope 4, nope 8 (query/key heads of 12), value heads of 6.
@@ -125,32 +126,7 @@ def test_attention_core_flops_on_a_hand_computed_case() -> None:
 
 
 def _inputs(tp: int, sp: int, tokens_per_microbatch: int = 64) -> StageInputs:
-    one = np.ones(1)
-    return StageInputs(
-        dense_layers=one,
-        moe_layers=0 * one,
-        has_embedding=0 * one,
-        has_head=0 * one,
-        tp=tp * one,
-        cp=one,
-        ep=one,
-        dp=one,
-        micro_batch_size=tokens_per_microbatch / 32 * one,
-        sequence_parallel=np.array([sp]),
-        recompute=np.array([0]),
-        zero_stage=np.array([0]),
-        offload_optimizer=np.array([0]),
-        tp_comm_overlap=np.array([0]),
-        pp=one,
-        vpp=one,
-        stage_index=0 * one,
-        microbatches=one,
-        gpipe=np.array([0]),
-        pp_Bps=one,
-        pp_latency_s=0 * one,
-        dp_Bps=np.full(1, np.nan),
-        dp_latency_s=np.full(1, np.nan),
-    )
+    return one_layer_inputs(tp=tp, sp=sp, micro_batch_size=tokens_per_microbatch / 32)
 
 
 TRAINING = TrainingSpec(seq_length=32, global_batch_size=8)

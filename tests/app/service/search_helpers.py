@@ -18,7 +18,9 @@ from app.db import make_engine, make_session_factory
 from app.main import create_app
 from app.orm import SearchRow, utcnow
 from app.settings import Settings
+from app.workers import repository
 from app.workers.service import SearchWorker, WorkerOptions
+from search import SearchRequest, run_search
 from tests.app.service.api_helpers import asgi_client
 
 # Small spaces and budgets: a search takes well under a second of cost-model time.
@@ -67,6 +69,22 @@ class Live:
         response = self.http.get(f"/v1/searches/{search_id}/plans")
         assert response.status_code == 200, response.text
         return list(response.json()["items"])
+
+    def run_some_trials(self, worker_id: str, *, lease_s: float, trials: int = 3) -> SearchRow:
+        """Claim the next search as ``worker_id`` and run ``trials`` trials of its study, then
+        stop as a worker that died or is shutting down stops: its claim stays on the row."""
+        with self.sessions() as session:
+            claimed = repository.claim_next(session, worker_id=worker_id, lease_s=lease_s)
+        assert claimed is not None
+        done: list[int] = []
+        run_search(
+            SearchRequest.model_validate(claimed.request),
+            storage=self.url,
+            study_name=claimed.optuna_study_name,
+            progress=lambda done_trials, _budget, _best: done.append(done_trials),
+            should_stop=lambda: len(done) >= trials,
+        )
+        return claimed
 
     def expire_lease(self, search_id: str) -> None:
         """What time does to a dead worker's claim (without waiting for it)."""

@@ -16,7 +16,6 @@ from app.main import create_app
 from app.orm import PlanRow
 from app.plans.repository import store_ranking
 from app.settings import Settings
-from app.workers import repository
 from app.workers.service import prepare_optuna_storage
 from costmodel.specs import Plan
 from search import SearchRequest, SearchResult, plan_hash, run_search
@@ -83,18 +82,8 @@ def test_a_killed_worker_loses_no_plans(live: Live) -> None:
     search = live.submit({**TPE, "trials": 12, "top_k": 100})
     # Worker A claims the search, runs 5 trials of its study, and dies: no ranking written, its
     # lease still on the row.
-    with live.sessions() as session:
-        claimed = repository.claim_next(session, worker_id="doomed", lease_s=600)
-    assert claimed is not None and claimed.id == search["id"]
-    request = SearchRequest.model_validate(claimed.request)
-    done: list[int] = []
-    run_search(
-        request,
-        storage=live.url,
-        study_name=claimed.optuna_study_name,
-        progress=lambda trials, _budget, _best: done.append(trials),
-        should_stop=lambda: len(done) >= 5,
-    )
+    claimed = live.run_some_trials("doomed", lease_s=600, trials=5)
+    assert claimed.id == search["id"]
     study = live.study(search)
     before = [
         layout_key(evaluation.plan, evaluation.global_batch_size)

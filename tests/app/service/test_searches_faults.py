@@ -37,7 +37,6 @@ from app.orm import PlanRow, SearchRow, utcnow
 from app.settings import Settings
 from app.workers import identity, repository
 from app.workers.service import SearchWorker, WorkerOptions
-from search import SearchRequest, run_search
 from tests.app.service.api_helpers import asgi_client
 from tests.app.service.search_helpers import TPE, Live, serving, wait_for
 from tests.app.service.tcp_proxy import FaultProxy, fault_proxy
@@ -174,17 +173,7 @@ def test_a_dead_worker_of_this_host_is_replaced_at_once(live: Live) -> None:
 
 def test_the_time_budget_is_the_whole_search_s(live: Live) -> None:
     search = live.submit({**TPE, "trials": 100_000, "timeout_s": 30})
-    with live.sessions() as session:
-        claimed = repository.claim_next(session, worker_id="doomed", lease_s=600)
-    assert claimed is not None
-    done: list[int] = []
-    run_search(
-        SearchRequest.model_validate(claimed.request),
-        storage=live.url,
-        study_name=claimed.optuna_study_name,
-        progress=lambda trials, _budget, _best: done.append(trials),
-        should_stop=lambda: len(done) >= 3,
-    )
+    live.run_some_trials("doomed", lease_s=600)
     # Its worker ran for the whole budget (as its last heartbeat recorded), then died.
     with live.sessions() as session:
         session.execute(
@@ -204,17 +193,7 @@ def test_the_time_budget_is_the_whole_search_s(live: Live) -> None:
 
 def test_trials_left_running_or_queued_are_failed_when_the_study_resumes(live: Live) -> None:
     search = live.submit({**TPE, "trials": 8})
-    with live.sessions() as session:
-        claimed = repository.claim_next(session, worker_id="doomed", lease_s=600)
-    assert claimed is not None
-    done: list[int] = []
-    run_search(
-        SearchRequest.model_validate(claimed.request),
-        storage=live.url,
-        study_name=claimed.optuna_study_name,
-        progress=lambda trials, _budget, _best: done.append(trials),
-        should_stop=lambda: len(done) >= 3,
-    )
+    live.run_some_trials("doomed", lease_s=600)
     # The dead worker was mid-trial, with a trial queued behind it.
     study = live.study(live.search(search["id"]))
     orphan = study.ask()

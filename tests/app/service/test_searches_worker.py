@@ -210,17 +210,7 @@ def test_a_stopping_worker_puts_its_search_back_in_the_queue(live: Live) -> None
 def test_cancelling_a_handed_back_search_keeps_its_trials(live: Live) -> None:
     search = live.submit(TPE)
     # A worker runs a few trials, then shuts down and hands the search back.
-    with live.sessions() as session:
-        claimed = repository.claim_next(session, worker_id="a", lease_s=60)
-    assert claimed is not None
-    done: list[int] = []
-    run_search(
-        SearchRequest.model_validate(claimed.request),
-        storage=live.url,
-        study_name=claimed.optuna_study_name,
-        progress=lambda trials, _budget, _best: done.append(trials),
-        should_stop=lambda: len(done) >= 3,
-    )
+    live.run_some_trials("a", lease_s=60)
     with live.sessions() as session:
         assert repository.release(session, search_id=search["id"], worker_id="a")
 
