@@ -11,7 +11,7 @@ The mechanism is SQLAlchemy's documented global-criteria recipe (``do_orm_execut
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import event, or_
+from sqlalchemy import ColumnElement, FromClause, bindparam, event, or_
 from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
 from sqlalchemy.orm.util import LoaderCriteriaOption
 
@@ -54,6 +54,19 @@ def _criteria(tenant: str) -> tuple[LoaderCriteriaOption, LoaderCriteriaOption]:
             include_aliases=True,
         ),
     )
+
+
+def owned_rows(table: FromClause) -> ColumnElement[bool]:
+    """The same rule as ``_criteria``'s for a tenant-owned table, for a Core statement: the rows
+    of the tenant bound as ``:tenant``. Only for a scoped session (``tenant_of`` not None)."""
+    return table.c.tenant == bindparam("tenant")
+
+
+def visible_spec_rows(table: FromClause) -> ColumnElement[bool]:
+    """The same rule as ``_criteria``'s for the spec tables, for a Core statement (which no ORM
+    criteria reach): the rows the tenant bound as ``:tenant`` may read, its own and the presets.
+    Only for a scoped session (``tenant_of`` not None); an unscoped one sees every row."""
+    return or_(table.c.tenant == bindparam("tenant"), table.c.tenant.is_(None))
 
 
 @event.listens_for(Session, "before_flush")

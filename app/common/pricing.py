@@ -15,11 +15,19 @@ from costmodel.specs import Estimate, Plan
 estimates = EstimateMemo()
 
 
-def price(specs: ResolvedSpecs, plan: Plan, *, params: EfficiencyParams | None = None) -> Estimate:
+def price(
+    specs: ResolvedSpecs,
+    plan: Plan,
+    *,
+    params: EfficiencyParams | None = None,
+    key: bytes | None = None,
+) -> Estimate:
     """The cost model's estimate; a plan it cannot price on this cluster is a 422 naming the
     field to blame (infeasible plans are answers, not errors). Shared with other callers of the
-    same inputs (``estimates``): copy it before changing it."""
-    key = EstimateMemo.key(specs.model, specs.training, specs.cluster, plan, params)
+    same inputs (``estimates``): copy it before changing it. ``key``: the inputs'
+    ``EstimateMemo.key``, when the caller has it already."""
+    if key is None:
+        key = EstimateMemo.key(specs.model, specs.training, specs.cluster, plan, params)
     try:
         return estimates.get_or_price(
             key, lambda: estimate(specs.model, specs.training, specs.cluster, plan, params=params)

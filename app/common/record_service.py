@@ -5,6 +5,7 @@ other, but read-only (deleting one is a 409).
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -84,17 +85,18 @@ def delete_record(
     session.commit()
 
 
-def resolve_reference(
+def resolve_spec_reference(
     session: Session, *, repository: RecordRepository[RecordT], key: str, field: str, kind: str
-) -> RecordT:
-    """A stored row referenced from inside a request body: unknown is a 422 at ``field``
-    (the request is wrong, not the URL)."""
-    row = repository.find(session, key=key)
-    if row is None:
+) -> tuple[Any, str]:
+    """The (spec, row id) of a stored row referenced from inside a request body
+    (``RecordRepository.find_spec``): unknown is a 422 at ``field`` (the request is wrong, not
+    the URL)."""
+    found = repository.find_spec(session, key=key)
+    if found is None:
         raise InvalidInputError.at(
             field, f"no stored {kind} with id or name '{key}'", code="unknown_reference"
         )
-    return row
+    return found
 
 
 def _name_taken(kind: str, name: str) -> ConflictError:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.clusters.repository import clusters
 from app.clusters.service import check_gpu_names
 from app.common.limits import check_cluster_size
-from app.common.record_service import resolve_reference
+from app.common.record_service import resolve_spec_reference
 from app.errors import InvalidInputError
 from app.modelspecs.repository import models
 from app.presets.service import model_preset, training_preset
@@ -103,10 +103,9 @@ def _resolve_model(session: Session, references: SpecReferences) -> tuple[ModelS
     if references.model is not None:
         return references.model, None
     if references.model_id is not None:
-        row = resolve_reference(
+        return resolve_spec_reference(
             session, repository=models, key=references.model_id, field="model_id", kind="model"
         )
-        return row.spec, row.id
     return model_preset(str(references.preset), field="preset"), None
 
 
@@ -118,7 +117,7 @@ def _resolve_cluster(
         check_gpu_names(references.cluster, prefix="cluster.")
         check_cluster_size(session, references.cluster, field="cluster")
         return references.cluster, None
-    row = resolve_reference(
+    spec, row_id = resolve_spec_reference(
         session,
         repository=clusters,
         key=str(references.cluster_id),
@@ -126,5 +125,5 @@ def _resolve_cluster(
         kind="cluster",
     )
     # A stored cluster passed the limit when it was stored, unless the limit was lowered since.
-    check_cluster_size(session, row.spec, field="cluster_id")
-    return row.spec, row.id
+    check_cluster_size(session, spec, field="cluster_id")
+    return spec, row_id

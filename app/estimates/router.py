@@ -1,9 +1,9 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 
 from app.common.examples import estimate_examples
-from app.db import SessionDep, run_in_session
+from app.db import SessionDep, run_read_in_session
 from app.errors import error_responses
 from app.estimates import service
 from app.estimates.schemas import EstimateRequest, EstimateResponse
@@ -21,4 +21,5 @@ async def estimate(
     An infeasible plan (out of memory, ...) is still a 200 with ``feasible: false`` and the
     reasons; a plan the model cannot price at all is a 422.
     """
-    return await run_in_session(service.run_estimate, session, request=request)
+    answer = await run_read_in_session(service.estimate_json, session, request=request)
+    return Response(content=answer, media_type="application/json")

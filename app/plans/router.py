@@ -2,7 +2,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from app.db import SessionDep, run_in_session
+from app.db import SessionDep, run_in_session, run_read_in_session
 from app.errors import error_responses
 from app.exports import ExportFormat, LaunchFramework, PlanExport
 from app.exports import service as exports
@@ -17,7 +17,7 @@ PlanIdPath = Annotated[str, Path(max_length=200, description="Plan id (from a se
 @router.get("/{plan_id}", response_model=PlanRecord, responses=error_responses(404))
 async def get_plan(plan_id: PlanIdPath, session: SessionDep) -> Any:
     """One plan a search found, with its estimate and rank."""
-    return await run_in_session(service.get_plan, session, plan_id=plan_id)
+    return await run_read_in_session(service.get_plan, session, plan_id=plan_id)
 
 
 # Launch exports (app/exports) ----------------------------------------------------------------

@@ -3,22 +3,30 @@
 A finished search's ranking never changes: the worker stores it in the transaction that ends the
 search, and nothing writes a plan afterwards. Its page is what dashboards and schedulers poll,
 and building it is most of the request (loading 10 stored estimates, validating them into
-models and serializing ~33 kB: 3.5 ms of 4 ms), so the JSON is kept. The search row is still read
-on every request, so the tenant's scope, a deleted search and a search run again (another status
-or finish time: another key) are seen at once. Per process, bounded, least recently used out.
+models and serializing ~33 kB: 3.5 ms of 4 ms), so the JSON is kept. The search's state is
+still read on every request, so the tenant's scope, a deleted search and a search run again
+(another status or finish time: another key) are seen at once. Per process, bounded, least
+recently used out.
 """
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 from app.common.lru import LruCache
-from app.orm import SearchRow
 from app.searches.schemas import FINISHED
 
 # Pages kept: a top-10 page is ~33 kB, so 256 are under 10 MB per API process.
 MAX_PAGES = 256
 
-PageKey = tuple[str, str, datetime | None, int]
+
+class PageState(NamedTuple):
+    """What a search's page depends on (``app.searches.repository.page_state`` reads it)."""
+
+    id: str
+    status: str
+    finished_at: datetime | None
+    trials_done: int
 
 
 class FinishedPlanPages:
@@ -26,23 +34,16 @@ class FinishedPlanPages:
     first, safe to share between threads."""
 
     def __init__(self, max_pages: int = MAX_PAGES) -> None:
-        self._pages: LruCache[PageKey, bytes] = LruCache(max_pages)
+        self._pages: LruCache[PageState, bytes] = LruCache(max_pages)
 
-    @staticmethod
-    def key(row: SearchRow) -> PageKey | None:
-        """What the page depends on, or None while the search can still change it."""
-        if row.status not in FINISHED:
-            return None
-        return (row.id, row.status, row.finished_at, row.trials_done)
-
-    def get_or_build(self, row: SearchRow, build: Callable[[], bytes]) -> bytes:
-        key = self.key(row)
-        if key is None:
+    def get_or_build(self, state: PageState, build: Callable[[], bytes]) -> bytes:
+        """The page of the search in ``state``: kept once it has finished, else built anew."""
+        if state.status not in FINISHED:
             return build()
-        page = self._pages.get(key)
+        page = self._pages.get(state)
         if page is None:
             page = build()
-            self._pages.put(key, page)
+            self._pages.put(state, page)
         return page
 
     def __len__(self) -> int:

@@ -4,13 +4,15 @@ same rows (claim, lease, finish) is ``app.workers.repository``."""
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app.common.dml import matched_rows
 from app.common.ids import looks_like_id
 from app.common.pagination import newest_first
 from app.orm import SearchRow
+from app.searches.plan_pages import PageState
+from app.tenancy import owned_rows, tenant_of
 
 
 def study_name_for(search_id: str) -> str:
@@ -28,6 +30,28 @@ def get(session: Session, *, search_id: str) -> SearchRow | None:
     if not looks_like_id(search_id):
         return None
     return session.get(SearchRow, search_id, populate_existing=True)
+
+
+# What a finished search's cached plans page depends on (app.searches.plan_pages), read as a
+# Core statement: loading the whole row (its request holds the resolved specs, its progress the
+# outcome) to look these four up was most of a cached page's CPU.
+_SEARCHES = SearchRow.__table__
+_PAGE_STATE = select(
+    _SEARCHES.c.id, _SEARCHES.c.status, _SEARCHES.c.finished_at, _SEARCHES.c.trials_done
+).where(_SEARCHES.c.id == bindparam("search_id"))
+_PAGE_STATES = {"unscoped": _PAGE_STATE, "scoped": _PAGE_STATE.where(owned_rows(_SEARCHES))}
+
+
+def page_state(session: Session, *, search_id: str) -> PageState | None:
+    """The search's id, status, finish time and trials done, or None when there is none (for the
+    session's tenant)."""
+    if not looks_like_id(search_id):
+        return None
+    tenant = tenant_of(session)
+    statement = _PAGE_STATES["unscoped" if tenant is None else "scoped"]
+    row = session.connection().execute(statement, {"search_id": search_id, "tenant": tenant})
+    found = row.first()
+    return None if found is None else PageState(*found)
 
 
 def list_page(

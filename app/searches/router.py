@@ -4,7 +4,7 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 
 from app.common.examples import search_examples
 from app.common.pagination import CursorQuery, LimitQuery
-from app.db import SessionDep, run_in_session
+from app.db import SessionDep, run_in_session, run_read_in_session
 from app.errors import error_responses
 from app.idempotency import IdempotencyDep, create_once
 from app.searches import service
@@ -74,13 +74,13 @@ async def list_searches(
 async def get_search(search_id: SearchIdPath, session: SessionDep) -> Any:
     """Status and progress: trials done of the budget, plans evaluated, best so far, elapsed
     time and ETA."""
-    return await run_in_session(service.get_search, session, search_id=search_id)
+    return await run_read_in_session(service.get_search, session, search_id=search_id)
 
 
 @router.get("/{search_id}/plans", response_model=SearchPlans, responses=error_responses(404))
 async def get_search_plans(search_id: SearchIdPath, session: SessionDep) -> Any:
     """The ranked plans with their estimates, best first (empty until the search finishes)."""
-    page = await run_in_session(service.search_plans_json, session, search_id=search_id)
+    page = await run_read_in_session(service.search_plans_json, session, search_id=search_id)
     return Response(content=page, media_type="application/json")
 
 

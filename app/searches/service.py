@@ -144,9 +144,14 @@ def search_plans(session: Session, *, search_id: str) -> SearchPlans:
 def search_plans_json(session: Session, *, search_id: str) -> bytes:
     """``search_plans`` as the JSON the API sends, kept once the search has finished
     (``app.searches.plan_pages``)."""
-    row = _get_row(session, search_id)
+    state = repository.page_state(session, search_id=search_id)
+    if state is None:
+        raise _not_found(search_id)
     return finished_pages.get_or_build(
-        row, lambda: _plans_of(session, row).model_dump_json(by_alias=True).encode()
+        state,
+        lambda: (
+            _plans_of(session, _get_row(session, search_id)).model_dump_json(by_alias=True).encode()
+        ),
     )
 
 

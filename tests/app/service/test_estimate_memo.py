@@ -1,6 +1,7 @@
-"""The service prices the same inputs once (app.common.estimate_memo): a repeat is the same
-answer, and any change to what was priced (a stored cluster replaced under its name, another
-plan, a calibration) is priced afresh."""
+"""The service prices the same inputs once (app.common.estimate_memo) and keeps the answer it
+sent (app.estimates.service.answers): a repeat is the same answer, and any change to what was
+priced (a stored cluster replaced under its name, another plan, a calibration) is priced
+afresh."""
 
 from collections.abc import Callable
 from typing import Any, cast
@@ -10,8 +11,12 @@ import pytest
 
 from app.common import pricing
 from app.common.estimate_memo import EstimateMemo
+from app.common.lru import LruCache
+from app.estimates import service
+from app.estimates.schemas import EstimateResponse
+from costmodel import estimate
 from costmodel.catalog import load_preset
-from costmodel.specs import Estimate, Plan
+from costmodel.specs import Estimate, Plan, TrainingSpec
 
 REQUEST: dict[str, Any] = {
     "preset": "llama2-7b",
@@ -22,25 +27,42 @@ REQUEST: dict[str, Any] = {
 
 
 @pytest.fixture
-def memo(monkeypatch: pytest.MonkeyPatch) -> EstimateMemo:
-    """A fresh memo for this test (the process's own outlives tests)."""
+def memo(monkeypatch: pytest.MonkeyPatch, answers: LruCache[bytes, bytes]) -> EstimateMemo:
+    """A fresh memo for this test (the process's own outlives tests), and no answers kept."""
     fresh = EstimateMemo()
     monkeypatch.setattr(pricing, "estimates", fresh)
     return fresh
 
 
+@pytest.fixture
+def answers(monkeypatch: pytest.MonkeyPatch) -> LruCache[bytes, bytes]:
+    fresh: LruCache[bytes, bytes] = LruCache(16)
+    monkeypatch.setattr(service, "answers", fresh)
+    return fresh
+
+
 def test_a_repeated_request_is_priced_once_and_answered_alike(
-    client: httpx.Client, memo: EstimateMemo
+    client: httpx.Client, memo: EstimateMemo, answers: LruCache[bytes, bytes]
 ) -> None:
     first = client.post("/v1/estimate", json=REQUEST)
     second = client.post("/v1/estimate", json=REQUEST)
     assert first.status_code == second.status_code == 200, first.text
-    assert first.json() == second.json()
-    assert (memo.misses, memo.hits, len(memo)) == (1, 1, 1)
+    assert first.headers["content-type"] == "application/json"
+    # The kept answer is sent as it was: priced once, and not even looked up in the memo again.
+    assert second.content == first.content
+    assert (memo.misses, memo.hits, len(memo), len(answers)) == (1, 0, 1, 1)
+    # ... and it is the response model's JSON, as priced afresh.
+    fresh = estimate(
+        load_preset("model", REQUEST["preset"]),
+        TrainingSpec(**REQUEST["training"]),
+        load_preset("cluster", REQUEST["cluster_id"]),
+        Plan(**REQUEST["plan"]),
+    )
+    assert first.json() == EstimateResponse(**dict(fresh)).model_dump(mode="json")
     other_plan = {**REQUEST, "plan": {**REQUEST["plan"], "micro_batch_size": 2}}
     third = client.post("/v1/estimate", json=other_plan)
     assert third.status_code == 200 and third.json() != first.json()
-    assert (memo.misses, memo.hits) == (2, 1)
+    assert (memo.misses, len(answers)) == (2, 2)
 
 
 def test_a_stored_cluster_replaced_under_its_name_is_priced_anew(

@@ -42,6 +42,17 @@ def wait_until_healthy(base_url: str, process: subprocess.Popen[bytes]) -> None:
     raise AssertionError(f"autopar serve not healthy after {STARTUP_TIMEOUT_S} s")
 
 
+def interrupt(process: subprocess.Popen[bytes]) -> str:
+    """Ctrl-C ``process`` (killed if it has not stopped 30 s later); what it printed."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return process.stdout.read().decode() if process.stdout else ""
+
+
 def test_autopar_serve(make_empty_database: Callable[[], str], tmp_path: Path) -> None:
     executable = Path(sys.executable).parent / "autopar"
     assert executable.exists(), "install the project (make run / pip install -e .) first"
@@ -80,12 +91,64 @@ def test_autopar_serve(make_empty_database: Callable[[], str], tmp_path: Path) -
             )
             assert malformed.status_code == 400
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    output = process.stdout.read().decode() if process.stdout else ""
+        output = interrupt(process)
     assert process.returncode == 0, output
     assert "ready" in output  # the startup line: migrated and catalog loaded
+
+
+def listening_sockets(port: int) -> int:
+    """Sockets listening on 127.0.0.1:``port`` (Linux /proc/net/tcp: state 0A is LISTEN)."""
+    wanted = f"0100007F:{port:04X}"
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for line in lines if line.split()[1] == wanted and line.split()[3] == "0A")
+
+
+def api_processes(parent: int) -> list[int]:
+    """The API processes ``autopar serve --workers N`` started (its spawned children)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return [int(pid) for pid in children if b"spawn" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not {what} after {STARTUP_TIMEOUT_S} s")
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc")
+def test_several_processes_each_listen_and_are_kept_running(
+    make_empty_database: Callable[[], str], tmp_path: Path
+) -> None:
+    """``--workers 2``: two processes, each with its own listening socket on the port (so the
+    kernel spreads connections over them, app.cli.serve_processes); one killed is replaced; a
+    second server on the same port is refused; Ctrl-C stops them all."""
+    executable = Path(sys.executable).parent / "autopar"
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "AUTOPAR_DATABASE_URL": make_empty_database(), "AUTOPAR_PORT": str(port)}
+    command = [str(executable), "serve", "--workers", "2", "--no-access-log"]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_until_healthy(base_url, process)
+        wait_for(lambda: listening_sockets(port) == 2, "two listening sockets")
+        first, second = api_processes(process.pid)
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: first not in api_processes(process.pid), "rid of the killed process")
+        wait_for(lambda: len(api_processes(process.pid)) == 2, "two processes again")
+        wait_for(lambda: listening_sockets(port) == 2, "two listening sockets again")
+        assert second in api_processes(process.pid)
+        assert httpx.get(f"{base_url}/healthz", timeout=10).status_code == 200
+        taken = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=60)
+        assert taken.returncode == 2
+        assert taken.stderr.decode().strip().splitlines()[-1] == (
+            f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+        )
+    finally:
+        output = interrupt(process)
+    assert process.returncode == 0, output
+    assert "exited (code -9); starting another" in output
+    assert listening_sockets(port) == 0
