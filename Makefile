@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE_STAMP := $(VENV)/.installed-profile
 
-.PHONY: test test-fast test-browser lint validate bench bench-api bench-api-wrk bench-burst bench-search run clean
+.PHONY: test test-fast test-browser lint validate bench bench-api bench-api-wrk bench-request bench-burst bench-search run clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ bench-api: $(STAMP)
 # SECONDS", e.g. "postgresql+psycopg://postgres@127.0.0.1:5432/test 2 64" (default: SQLite, 2, 64).
 bench-api-wrk: $(STAMP)
 	benchmarks/bench_api_wrk.sh $(WRK_ARGS)
+
+# CPU per request of the app alone (raw ASGI calls in one process: no server, no sockets), for
+# a cached estimate and /healthz; BENCH_ARGS="--database-url postgresql+psycopg://...".
+bench-request: $(STAMP)
+	$(BIN)/python benchmarks/bench_request_cpu.py $(BENCH_ARGS)
 
 # 200 small searches submitted at once to `autopar serve` and 2 `autopar worker` processes:
 # all must succeed with their plans; prints queue wait, run time and throughput (a few minutes).

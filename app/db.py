@@ -230,7 +230,9 @@ def make_session_factory(bind: Any) -> sessionmaker[Session]:
 # sync generator dependency) needs a second and third thread per request to serialize the
 # response and close the session while the connection is still checked out; with more requests
 # in flight than threads, every thread then waits for a connection held by a request that waits
-# for a thread, and the pool times out (a deadlock, measured at 100 concurrent clients).
+# for a thread, and the pool times out (a deadlock, measured at 100 concurrent clients). The
+# read-only hot services go through ``run_read_in_session`` instead, which on SQLite runs them in
+# the event loop's own thread.
 
 
 async def get_db(request: Request) -> AsyncIterator[Session]:

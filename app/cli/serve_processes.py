@@ -79,8 +79,11 @@ def _port_socket(host: str, port: int) -> socket.socket:
     (``SO_REUSEPORT`` would otherwise let this server share it with another one)."""
     if port != 0:
         probe = socket.socket(_family(host))
+        # SO_REUSEADDR (as uvicorn's own socket): a restart may bind beside the last run's
+        # TIME_WAIT connections, but never beside a socket listening on the port.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((host, port))  # EADDRINUSE when any socket holds it, reusing or not
+            probe.bind((host, port))  # EADDRINUSE when a server listens on it
         finally:
             probe.close()
     return _reuse_port_socket(host, port)
@@ -88,6 +91,7 @@ def _port_socket(host: str, port: int) -> socket.socket:
 
 def _reuse_port_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(_family(host))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     return sock
