@@ -6,7 +6,7 @@ import threading
 
 import anyio
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import begin_write, run_read_in_session
@@ -49,3 +49,18 @@ def test_a_read_only_service_cannot_write(db_connection: Connection, how: str) -
         anyio.run(run_read_in_session, writer, session_on(db_connection))
     with session_on(db_connection) as session:
         assert session.query(ModelSpecRow).filter_by(name="written-by-a-reader").count() == 0
+
+
+def test_a_read_on_postgresql_runs_in_autocommit(service_engine: Engine) -> None:
+    """No BEGIN and no ROLLBACK for a read; the pooled connection is handed out as before
+    afterwards (a writer's transaction is a transaction)."""
+    if service_engine.dialect.name != "postgresql":
+        pytest.skip("autocommit reads are PostgreSQL's (SQLite reads run in the loop's thread)")
+
+    def autocommit(session: Session) -> bool:
+        # psycopg's own flag: no BEGIN is sent before a statement while it is set.
+        return bool(session.connection().connection.driver_connection.autocommit)
+
+    assert anyio.run(run_read_in_session, autocommit, sessionmaker(bind=service_engine)())
+    with sessionmaker(bind=service_engine)() as session:
+        assert autocommit(session) is False
