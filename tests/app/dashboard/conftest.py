@@ -17,7 +17,15 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, Playwright, Request, Route, sync_playwright
+from playwright.sync_api import (
+    BrowserContext,
+    Page,
+    Playwright,
+    Request,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from tests.app.dashboard.server import serving
 from tests.support.paths import REPO_ROOT
@@ -124,6 +132,9 @@ def browser(
 
     context.route("**/*", guard)
     context.set_default_timeout(30_000)
+    # The same patience for assertions as for actions (Playwright's expect waits 5 s by
+    # default): ReDoc's ~60 operations took longer than that on a loaded 2-core machine.
+    expect.set_options(timeout=30_000)
     yield context
     context.close()
 
