@@ -133,7 +133,7 @@ def browser(
     context.route("**/*", guard)
     context.set_default_timeout(30_000)
     # The same patience for assertions as for actions (Playwright's expect waits 5 s by
-    # default): ReDoc's ~60 operations took longer than that on a loaded 2-core machine.
+    # default): ReDoc's 39 operations took longer than that on a loaded 2-core machine.
     expect.set_options(timeout=30_000)
     yield context
     context.close()
