@@ -51,16 +51,19 @@ def test_a_read_only_service_cannot_write(db_connection: Connection, how: str) -
         assert session.query(ModelSpecRow).filter_by(name="written-by-a-reader").count() == 0
 
 
-def test_a_read_on_postgresql_runs_in_autocommit(service_engine: Engine) -> None:
-    """No BEGIN and no ROLLBACK for a read; the pooled connection is handed out as before
-    afterwards (a writer's transaction is a transaction)."""
-    if service_engine.dialect.name != "postgresql":
-        pytest.skip("autocommit reads are PostgreSQL's (SQLite reads run in the loop's thread)")
+def test_a_read_is_autocommit_on_postgresql_and_unchanged_on_sqlite(service_engine: Engine) -> None:
+    """PostgreSQL: no BEGIN and no ROLLBACK for a read, and the pooled connection is handed out
+    as before afterwards. SQLite: the session keeps its engine (the read runs in the loop)."""
 
     def autocommit(session: Session) -> bool:
         # psycopg's own flag: no BEGIN is sent before a statement while it is set.
-        return bool(session.connection().connection.driver_connection.autocommit)
+        return bool(getattr(session.connection().connection.driver_connection, "autocommit", False))
 
-    assert anyio.run(run_read_in_session, autocommit, sessionmaker(bind=service_engine)())
-    with sessionmaker(bind=service_engine)() as session:
-        assert autocommit(session) is False
+    session = sessionmaker(bind=service_engine)()
+    read = anyio.run(run_read_in_session, autocommit, session)
+    if service_engine.dialect.name == "postgresql":
+        assert read is True
+    else:
+        assert read is False and session.bind is service_engine
+    with sessionmaker(bind=service_engine)() as after:
+        assert autocommit(after) is False
