@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from app.admission_transaction import end_admission_transaction
 from app.auth.access import admit_deferred, defer_admission
 from app.common.limits import apply_limits
+from app.db_liveness import check_liveness_on_checkout
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,12 @@ def make_engine(url: str | URL, timeouts: DatabaseTimeouts | None = None, **kwar
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         _configure_sqlite(engine, in_memory=in_memory, timeouts=timeouts)
         return engine
-    engine = create_engine(url, pool_pre_ping=True, **kwargs)
+    psycopg_driver = make_url(url).get_driver_name() == "psycopg"
+    # With psycopg, a checkout pings only a connection that may have died (app.db_liveness);
+    # other drivers keep SQLAlchemy's ping on every checkout.
+    engine = create_engine(url, pool_pre_ping=not psycopg_driver, **kwargs)
+    if psycopg_driver:
+        check_liveness_on_checkout(engine)
     apply_timeouts(engine, timeouts)
     return engine
 
