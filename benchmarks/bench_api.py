@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from server_health import wait_until_healthy  # benchmarks/, on the path as the script's folder
+from proc_cpu import tree_cpu_s  # benchmarks/, on the path as the script's folder
+from server_health import wait_until_healthy
 
 # The request every client sends: a preset model and a stored preset cluster (one database
 # lookup) with an inline training spec and plan, as a typical API user would.
@@ -88,14 +89,9 @@ async def load(base_url: str, clients: int, seconds: float, tally: Tally | None)
 def server_cpu_s(pid: int) -> float | None:
     """CPU seconds used so far by the server and its worker processes (Linux /proc)."""
     try:
-        pids = [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
-        ticks = 0
-        for each in pids:
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime + stime
+        return tree_cpu_s(pid)
     except (OSError, ValueError, IndexError):
         return None
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:

@@ -30,22 +30,21 @@ for _ in $(seq 150); do
 done
 curl -sf "$base/healthz" >/dev/null || { cat "$tmp/server.log" >&2; exit 1; }
 
-# CPU seconds used so far by the server and its worker processes (Linux /proc): per request,
-# it separates the server's own cost from the other load on a shared machine, which the
-# latencies include.
-server_cpu_s() {
-  .venv/bin/python - "$server" <<'PY'
-import os, sys
-from pathlib import Path
-def tree(pid):
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [pid, *(p for child in children for p in tree(int(child)))]
-ticks = 0
-for pid in tree(int(sys.argv[1])):
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks += int(fields[11]) + int(fields[12])
-print(ticks / os.sysconf("SC_CLK_TCK"))
-PY
+# CPU seconds used so far by the server and its worker processes, and by a PostgreSQL server on
+# this machine (benchmarks/proc_cpu.py): per request, they separate each one's own cost from the
+# other load on a shared machine, which the latencies include.
+server_cpu_s() { .venv/bin/python benchmarks/proc_cpu.py tree "$server"; }
+local_database=false
+if [[ $url == postgresql* ]] && [[ $url =~ @(127\.0\.0\.1|localhost)[:/] ]]; then
+  local_database=true
+fi
+database_cpu_s() { .venv/bin/python benchmarks/proc_cpu.py command postgres; }
+
+# Established connections per server process, halfway through a run: the kernel spreads them
+# over the processes' sockets (SO_REUSEPORT), and an uneven spread shows in the tail.
+connection_spread() {
+  ss -tnpH state established "( sport = :$port )" | grep -o 'pid=[0-9]*' | sort | uniq -c \
+    | awk '{ printf "%s%s", sep, $1; sep = " / " } END { print "" }'
 }
 
 run_wrk() {  # run_wrk NAME URL [wrk options...]
@@ -53,9 +52,13 @@ run_wrk() {  # run_wrk NAME URL [wrk options...]
   shift 2
   echo "== $name: database ${url%%://*}, $workers server workers, $connections connections, ${seconds} s; $(uptime | sed 's/.*load average/load average/')"
   wrk -t2 -c"$connections" -d5s "$@" "$target" >/dev/null   # warm-up: pools, caches, JIT-free paths
-  local before after
+  local before after database_before=0 database_after=0
   before=$(server_cpu_s)
+  $local_database && database_before=$(database_cpu_s)
+  (sleep "$((seconds / 2))"; connection_spread >"$tmp/spread") &
+  local spread=$!
   wrk -t2 -c"$connections" -d"${seconds}s" --latency "$@" "$target" 2>"$tmp/wrk.err" | tee "$tmp/wrk.out"
+  wait "$spread"
   # wrk reports a broken Lua script on stderr and then runs anyway (with a bare GET), so a
   # script error or any error answer fails the benchmark instead of passing as a figure.
   if [[ -s $tmp/wrk.err ]] || grep -q "Non-2xx" "$tmp/wrk.out"; then
@@ -64,13 +67,17 @@ run_wrk() {  # run_wrk NAME URL [wrk options...]
     exit 1
   fi
   after=$(server_cpu_s)
-  .venv/bin/python - "$before" "$after" "$tmp/wrk.out" <<'PY'
+  $local_database && database_after=$(database_cpu_s)
+  .venv/bin/python - "$before" "$after" "$database_before" "$database_after" "$tmp/wrk.out" <<'PY'
 import re, sys
 from pathlib import Path
-requests = int(re.search(r"(\d+) requests in", Path(sys.argv[3]).read_text()).group(1))
-cpu_ms = (float(sys.argv[2]) - float(sys.argv[1])) * 1e3
-print(f"server CPU per request: {cpu_ms / max(requests, 1):.2f} ms")
+requests = max(int(re.search(r"(\d+) requests in", Path(sys.argv[5]).read_text()).group(1)), 1)
+server_ms, database_ms = ((float(b) - float(a)) * 1e3 for a, b in (sys.argv[1:3], sys.argv[3:5]))
+print(f"server CPU per request: {server_ms / requests:.2f} ms")
+if database_ms:
+    print(f"database server CPU per request: {database_ms / requests:.2f} ms")
 PY
+  echo "connections per server process: $(cat "$tmp/spread")"
   echo "load average after: $(uptime | sed 's/.*load average: //')"
 }
 
