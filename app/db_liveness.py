@@ -29,7 +29,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 # is reused within milliseconds; one second still pings after any pause a person would notice.
 IDLE_PING_S = 1.0
 _CHECKED_IN_AT = "autopar_checked_in_at"
-_TROUBLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+_READABLE_OR_FAILED = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
 def check_liveness_on_checkout(engine: Engine) -> None:
@@ -47,7 +47,7 @@ def check_liveness_on_checkout(engine: Engine) -> None:
         if checked_in_at is None:
             return  # just connected
         idle_s = time.monotonic() - checked_in_at
-        if idle_s <= IDLE_PING_S and not _socket_has_news(dbapi_connection):
+        if idle_s <= IDLE_PING_S and not _socket_readable_or_failed(dbapi_connection):
             return
         try:
             alive = engine.dialect.do_ping(dbapi_connection)
@@ -57,12 +57,12 @@ def check_liveness_on_checkout(engine: Engine) -> None:
             raise exc.DisconnectionError("pooled connection failed its ping")
 
 
-def _socket_has_news(dbapi_connection: Any) -> bool:
-    """True when the connection's socket is readable or in error right now (no waiting)."""
+def _socket_readable_or_failed(dbapi_connection: Any) -> bool:
+    """Whether the socket has data pending, a hang-up or an error right now (no waiting)."""
     try:
         fd = dbapi_connection.pgconn.socket
     except Exception:  # closed on our side (psycopg raises for a finished connection)
         return True
     poller = select.poll()
-    poller.register(fd, _TROUBLE)
+    poller.register(fd, _READABLE_OR_FAILED)
     return bool(poller.poll(0))
