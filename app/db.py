@@ -25,9 +25,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.admission_transaction import end_admission_transaction
-from app.auth.access import admit_deferred, defer_admission
+from app.auth.access import admit_deferred, defer_admission, pending_admission, restore_admission
 from app.common.limits import apply_limits
 from app.db_liveness import check_liveness_on_checkout
+from app.loop_reads import CONNECTION_FAILURES, LoopReads, attach, leash_s, loop_reads_of
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class DatabaseTimeouts:
     """Waiting for a free pooled connection (SQLAlchemy ``pool_timeout``)."""
     busy_s: float = 5.0
     """SQLite: how long a writer waits for the lock before "database is locked"."""
+    loop_read_s: float = 0.5
+    """PostgreSQL: each exchange of a read run in the event loop (``app.loop_reads``); past it
+    the read runs again in the thread pool under ``statement_s``."""
 
     @property
     def client_s(self) -> float:
@@ -94,12 +98,24 @@ def make_engine(url: str | URL, timeouts: DatabaseTimeouts | None = None, **kwar
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         _configure_sqlite(engine, in_memory=in_memory, timeouts=timeouts)
         return engine
-    psycopg_driver = make_url(url).get_driver_name() == "psycopg"
-    # With psycopg, a checkout pings only a connection that may have died (app.db_liveness);
-    # other drivers keep SQLAlchemy's ping on every checkout.
-    engine = create_engine(url, pool_pre_ping=not psycopg_driver, **kwargs)
-    if psycopg_driver:
-        check_liveness_on_checkout(engine)
+    if make_url(url).get_driver_name() != "psycopg":
+        engine = create_engine(url, pool_pre_ping=True, **kwargs)
+        apply_timeouts(engine, timeouts)
+        return engine
+    engine = _psycopg_engine(url, timeouts, **kwargs)
+    # The event loop's own connection for the hot reads (app.loop_reads): a pool of one, opened
+    # by a worker thread when first wanted.
+    loop_engine = _psycopg_engine(url, timeouts, pool_size=1, max_overflow=0, pool_timeout=0.1)
+    loop_engine = loop_engine.execution_options(isolation_level="AUTOCOMMIT")
+    attach(engine, LoopReads(loop_engine, deadline_s=timeouts.loop_read_s))
+    return engine
+
+
+def _psycopg_engine(url: str | URL, timeouts: DatabaseTimeouts, **kwargs: Any) -> Engine:
+    # A checkout pings only a connection that may have died (app.db_liveness), not every one
+    # as SQLAlchemy's pool_pre_ping (which other drivers keep).
+    engine = create_engine(url, pool_pre_ping=False, **kwargs)
+    check_liveness_on_checkout(engine)
     apply_timeouts(engine, timeouts)
     return engine
 
@@ -118,13 +134,21 @@ class DeadlineConnection(psycopg.Connection[Any]):
     deadline_s: float | None = None
 
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        deadline_s = timeout if timeout is not None else self._deadline_s()
         try:
-            return super().wait(gen, interval, timeout if timeout is not None else self.deadline_s)
+            return super().wait(gen, interval, deadline_s)
         except _WaitTimeout:
             self.close()
             raise psycopg.OperationalError(
-                f"the database sent no answer within {self.deadline_s:g} s; connection closed"
+                f"the database sent no answer within {deadline_s:g} s; connection closed"
             ) from None
+
+    def _deadline_s(self) -> float | None:
+        # A read in the event loop waits less (app.loop_reads).
+        leash = leash_s()
+        if leash is None or self.deadline_s is None:
+            return self.deadline_s if leash is None else leash
+        return min(leash, self.deadline_s)
 
 
 def postgres_connect_params(params: dict[str, Any], timeouts: DatabaseTimeouts) -> dict[str, Any]:
@@ -151,6 +175,10 @@ def apply_timeouts(engine: Engine, timeouts: DatabaseTimeouts) -> None:
 
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        if leash_s() is not None:
+            # Connecting may take the connect timeout; the loop's connection is opened in a
+            # worker thread (app.loop_reads), and a read that lost it goes there too.
+            raise psycopg.OperationalError("not connecting from the event loop")
         connection = DeadlineConnection.connect(
             *cargs, **postgres_connect_params(cparams, timeouts)
         )
@@ -237,8 +265,8 @@ def make_session_factory(bind: Any) -> sessionmaker[Session]:
 # response and close the session while the connection is still checked out; with more requests
 # in flight than threads, every thread then waits for a connection held by a request that waits
 # for a thread, and the pool times out (a deadlock, measured at 100 concurrent clients). The
-# read-only hot services go through ``run_read_in_session`` instead, which on SQLite runs them in
-# the event loop's own thread.
+# read-only hot services go through ``run_read_in_session`` instead, which runs them in the event
+# loop's own thread (on PostgreSQL on a leash, ``app.loop_reads``).
 
 
 async def get_db(request: Request) -> AsyncIterator[Session]:
@@ -312,18 +340,38 @@ async def run_read_in_session(
     applies), so it holds the loop no longer than its own CPU time, which it would hold the GIL
     for in a pool thread anyway; and the hop to a pool thread and back (a queue, two wake-ups,
     GIL hand-overs) cost more CPU than the request's own work -- 9.4 against 4.3 ms per cached
-    estimate on this repository's 2-core test VM (``benchmarks/bench_request_cpu.py``). A
-    database that can hang (PostgreSQL: a network away) is read from the thread pool as usual,
-    so a black hole never stalls the loop. The service may not write: ``begin_write`` or a
-    flush with changes raises."""
+    estimate on this repository's 2-core test VM (``benchmarks/bench_request_cpu.py``).
+    PostgreSQL, which can hang (a network away), is read here too, but on a short leash, and
+    from the thread pool whenever the loop has no connection of its own open or the last read
+    here failed (``app.loop_reads``). The service may not write: ``begin_write`` or a flush with
+    changes raises."""
     session.info[_READ_ONLY_KEY] = True
-    if not _is_sqlite_session(session):
-        if isinstance(session.bind, Engine):
-            # Nothing to commit or roll back: no BEGIN and no ROLLBACK, two of a cached
-            # estimate's five round trips to PostgreSQL. Each statement still sees what was
-            # committed before it, as in a transaction at PostgreSQL's default READ COMMITTED.
-            session.bind = _autocommit(session.bind)
-        return await run_in_session(service, session, *args, **kwargs)
+    if _is_sqlite_session(session):
+        return _run_here(service, session, *args, **kwargs)
+    if isinstance(session.bind, Engine):
+        engine = session.bind
+        loop_reads = loop_reads_of(engine)
+        if loop_reads is not None and loop_reads.ready():
+            pending = pending_admission(session)
+            session.bind = loop_reads.engine
+            try:
+                with loop_reads.leash():
+                    return _run_here(service, session, *args, **kwargs)
+            except CONNECTION_FAILURES as error:
+                # It wrote nothing: run it again below, with the usual timeouts.
+                loop_reads.pause(error)
+                restore_admission(session, pending)
+        # Nothing to commit or roll back: no BEGIN and no ROLLBACK, two of a cached
+        # estimate's five round trips to PostgreSQL. Each statement still sees what was
+        # committed before it, as in a transaction at PostgreSQL's default READ COMMITTED.
+        # (The loop's engine is in autocommit too.)
+        session.bind = _autocommit(engine)
+    return await run_in_session(service, session, *args, **kwargs)
+
+
+def _run_here(
+    service: Callable[Concatenate[Session, P], T], session: Session, /, *args: Any, **kwargs: Any
+) -> T:
     try:
         admit_deferred(session)
         return service(session, *args, **kwargs)

@@ -111,6 +111,16 @@ class Settings(BaseSettings):
         le=300,
         description='SQLite: seconds a writer waits for the lock before "database is locked".',
     )
+    db_loop_read_timeout_s: float = Field(
+        default=0.5,
+        gt=0,
+        le=60,
+        description=(
+            "PostgreSQL: the hot read-only requests run in the event loop while the database "
+            "answers each exchange within this many seconds; one that does not is run again in "
+            "the thread pool, where reads stay for 10 s (app.loop_reads)."
+        ),
+    )
 
     def database_timeouts(self) -> "DatabaseTimeouts":
         from app.db import DatabaseTimeouts  # app.db imports the web stack; settings does not
@@ -120,6 +130,7 @@ class Settings(BaseSettings):
             statement_s=self.db_statement_timeout_s,
             pool_s=self.db_pool_timeout_s,
             busy_s=self.db_busy_timeout_s,
+            loop_read_s=self.db_loop_read_timeout_s,
         )
 
     require_auth: bool = Field(

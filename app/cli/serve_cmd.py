@@ -50,7 +50,7 @@ def serve_command(
         "log_level": settings.log_level,
         "log_config": _log_config(settings.log_level),
         "access_log": access_log,
-        # asyncio's own loop, not uvloop: a read-only request on SQLite runs in the loop's
+        # asyncio's own loop, not uvloop: a read-only request runs in the loop's
         # thread (app.db.run_read_in_session), so under load a turn of the loop is long, and
         # uvloop then left new connections in the listen queue for seconds (28 of 64 opened
         # at once still there 4 s later; their first requests timed out). asyncio accepts all

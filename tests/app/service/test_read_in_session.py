@@ -1,6 +1,7 @@
 """Read-only services (app.db.run_read_in_session): on SQLite they run in the event loop's own
-thread, elsewhere in the thread pool (a PostgreSQL that hangs must not stall the loop), and a
-service run so cannot write."""
+thread; a session bound to a connection (as the API tests' are) runs them in the thread pool
+elsewhere (PostgreSQL engines read in the loop on a leash: test_loop_reads.py); and a service
+run so cannot write."""
 
 import threading
 

@@ -32,6 +32,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import DatabaseTimeouts, make_engine, make_session_factory
+from app.loop_reads import loop_reads_of
 from app.main import create_app
 from app.orm import PlanRow, SearchRow, utcnow
 from app.settings import Settings
@@ -395,6 +396,43 @@ def test_requests_fail_fast_in_a_black_hole_and_nothing_commits_later(proxied: P
     time.sleep(1)
     assert answered(lambda: http.get("/v1/models/black-hole-gpt")).status_code == 404
     assert answered(lambda: http.post("/v1/models", json=model)).status_code == 201
+
+
+@pytest.mark.slow
+@pytest.mark.postgresql_only
+def test_a_black_hole_holds_the_event_loop_for_the_leash_only(proxied: Proxied) -> None:
+    """A read run in the event loop (app.loop_reads) when the network goes silent holds the loop
+    for ``loop_read_s``, not for the client deadline: a request that needs no database answers
+    meanwhile; the read answers its 503 from the thread pool; reads come back to the loop."""
+    http = proxied.http
+    loop_reads = loop_reads_of(proxied.engine)
+    assert loop_reads is not None
+    loop_reads.pause_s = 1.0
+    assert http.get("/openapi.json").status_code == 200  # built once, before the outage
+    assert http.get("/v1/searches/none").status_code == 404
+    wait_for(lambda: loop_reads.open, "the loop's connection")
+    proxied.proxy.black_hole()
+    try:
+        read = threading.Thread(target=lambda: answers.append(http.get("/v1/searches/none")))
+        answers: list[httpx.Response] = []
+        read.start()
+        time.sleep(0.1)  # the read is in the loop, waiting for its answer
+        started = time.monotonic()
+        assert http.get("/openapi.json").status_code == 200
+        held_s = time.monotonic() - started
+        read.join(ANSWER_BOUND_S)
+        assert not read.is_alive(), "the read hangs"
+    finally:
+        proxied.proxy.heal()
+    assert held_s < FAST.loop_read_s + 0.5 < FAST.client_s
+    assert_unavailable(answers[0])
+    # Once the pause is over, a read reopens the loop's connection (in a worker thread).
+    wait_for(
+        lambda: (
+            answered(lambda: http.get("/v1/searches/none")).status_code == 404 and loop_reads.open
+        ),
+        "reads back in the loop",
+    )
 
 
 @pytest.mark.slow
