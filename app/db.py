@@ -46,7 +46,7 @@ class DatabaseTimeouts:
     """SQLite: how long a writer waits for the lock before "database is locked"."""
     loop_read_s: float = 0.5
     """PostgreSQL: each exchange of a read run in the event loop (``app.loop_reads``); past it
-    the read runs again in the thread pool under ``statement_s``."""
+    the read runs again in the thread pool under ``statement_s``. 0: no reads in the loop."""
 
     @property
     def client_s(self) -> float:
@@ -103,6 +103,8 @@ def make_engine(url: str | URL, timeouts: DatabaseTimeouts | None = None, **kwar
         apply_timeouts(engine, timeouts)
         return engine
     engine = _psycopg_engine(url, timeouts, **kwargs)
+    if timeouts.loop_read_s == 0:
+        return engine
     # The event loop's own connection for the hot reads (app.loop_reads): a pool of one, opened
     # by a worker thread when first wanted.
     loop_engine = _psycopg_engine(url, timeouts, pool_size=1, max_overflow=0, pool_timeout=0.1)

@@ -3,10 +3,11 @@
 The hot read-only requests (``app.db.run_read_in_session``: an estimate, a search's status and
 plans, a plan) spend less on their two round trips to PostgreSQL than on the hop to a pool thread
 and back: under load, on a 2-core machine, that hop (a queue, two wake-ups, the GIL handed over
-while the other threads and the database want the same cores) made a cached estimate cost 2.1
-instead of 1.8 ms of API CPU, and 824 instead of 1,009 req/s at 64 connections (README, Speed).
-So they run right in the loop, as on SQLite, for as long as PostgreSQL answers promptly. What
-must not happen is a database that stops answering stalling the loop, so:
+while the other threads and the database want the same cores) made a cached estimate cost
+1.9-2.1 instead of 1.6-1.7 ms of API CPU: 752-898 instead of 1,013-1,123 req/s, p99 116-172
+instead of 80-94 ms, at 64 connections (wrk, 2 processes; README, Speed). So they run right in
+the loop, as on SQLite, for as long as PostgreSQL answers promptly. What must not happen is a
+database that stops answering stalling the loop, so:
 
 - The loop has a connection of its own (a pool of one, ``LoopReads.engine``) and never opens it:
   connecting may take the whole connect timeout, so a connection is opened in a worker thread
@@ -17,6 +18,10 @@ must not happen is a database that stops answering stalling the loop, so:
 - A read that fails there on the connection (its deadline, a disconnect) runs again in the
   thread pool with the usual timeouts -- it wrote nothing, so the retry is safe -- and reads
   stay in the thread pool for ``PAUSE_S``.
+
+A database a network away is better read from the thread pool, whose threads overlap their
+waits while the loop cannot: ``loop_read_s`` 0 (``AUTOPAR_DB_LOOP_READ_TIMEOUT_S``) keeps them
+there.
 """
 
 import asyncio
@@ -114,6 +119,8 @@ class LoopReads:
 
     def _connected(self, opening: "asyncio.Future[None] | Future[None]") -> None:
         self._opening = False
+        if opening.cancelled():  # the loop is closing
+            return
         error = opening.exception()
         if error is None:
             self._open = True

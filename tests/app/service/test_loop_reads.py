@@ -79,6 +79,24 @@ def test_reads_run_in_the_loop_once_its_own_connection_is_open(engine: Engine) -
     assert len(connected_in) == 1 and connected_in[0] != loop_thread
 
 
+def test_no_reads_in_the_loop_when_the_leash_is_0(make_empty_database: Callable[[], str]) -> None:
+    engine = make_engine(make_empty_database(), DatabaseTimeouts(loop_read_s=0))
+
+    async def run() -> tuple[int, list[int]]:
+        threads = []
+        for _ in range(3):
+            threads.append(await run_read_in_session(thread_of_read, Session(engine)))
+            await asyncio.sleep(0.2)  # time enough for a loop's connection to be opened
+        return threading.get_ident(), threads
+
+    try:
+        assert loop_reads_of(engine) is None
+        loop_thread, threads = asyncio.run(run())
+        assert loop_thread not in threads
+    finally:
+        engine.dispose()
+
+
 def test_a_read_that_outlasts_the_leash_runs_again_in_the_thread_pool(engine: Engine) -> None:
     """... and reads stay in the thread pool for the pause, then come back to the loop."""
     loop_reads(engine).pause_s = 2.0
