@@ -25,10 +25,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.admission_transaction import end_admission_transaction
-from app.auth.access import admit_deferred, defer_admission, pending_admission, restore_admission
+from app.auth.access import admit_deferred, defer_admission
 from app.common.limits import apply_limits
 from app.db_liveness import check_liveness_on_checkout
-from app.loop_reads import CONNECTION_FAILURES, LoopReads, attach, leash_s, loop_reads_of
+from app.loop_reads import (
+    CONNECTION_FAILURES,
+    LoopReads,
+    attach,
+    loop_read_deadline_s,
+    loop_reads_of,
+)
 
 
 @dataclass(frozen=True)
@@ -147,10 +153,10 @@ class DeadlineConnection(psycopg.Connection[Any]):
 
     def _deadline_s(self) -> float | None:
         # A read in the event loop waits less (app.loop_reads).
-        leash = leash_s()
-        if leash is None or self.deadline_s is None:
-            return self.deadline_s if leash is None else leash
-        return min(leash, self.deadline_s)
+        in_loop_s = loop_read_deadline_s()
+        if in_loop_s is None:
+            return self.deadline_s
+        return in_loop_s if self.deadline_s is None else min(in_loop_s, self.deadline_s)
 
 
 def postgres_connect_params(params: dict[str, Any], timeouts: DatabaseTimeouts) -> dict[str, Any]:
@@ -177,7 +183,7 @@ def apply_timeouts(engine: Engine, timeouts: DatabaseTimeouts) -> None:
 
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
-        if leash_s() is not None:
+        if loop_read_deadline_s() is not None:
             # Connecting may take the connect timeout; the loop's connection is opened in a
             # worker thread (app.loop_reads), and a read that lost it goes there too.
             raise psycopg.OperationalError("not connecting from the event loop")
@@ -354,15 +360,14 @@ async def run_read_in_session(
         engine = session.bind
         loop_reads = loop_reads_of(engine)
         if loop_reads is not None and loop_reads.ready():
-            pending = pending_admission(session)
             session.bind = loop_reads.engine
             try:
-                with loop_reads.leash():
+                with loop_reads.reading_in_loop():
                     return _run_here(service, session, *args, **kwargs)
             except CONNECTION_FAILURES as error:
-                # It wrote nothing: run it again below, with the usual timeouts.
+                # It wrote nothing (and an admission it failed stays pending): run it again
+                # below, with the usual timeouts.
                 loop_reads.pause(error)
-                restore_admission(session, pending)
         # Nothing to commit or roll back: no BEGIN and no ROLLBACK, two of a cached
         # estimate's five round trips to PostgreSQL. Each statement still sees what was
         # committed before it, as in a transaction at PostgreSQL's default READ COMMITTED.

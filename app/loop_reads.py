@@ -50,13 +50,13 @@ CONNECTION_FAILURES = (
     exc.TimeoutError,
 )
 
-_LEASH_S: ContextVar[float | None] = ContextVar("autopar_loop_read_deadline_s", default=None)
+_DEADLINE_S: ContextVar[float | None] = ContextVar("autopar_loop_read_deadline_s", default=None)
 
 
-def leash_s() -> float | None:
+def loop_read_deadline_s() -> float | None:
     """The deadline of each exchange of the in-loop read running in this context, or None
     outside one (``app.db.DeadlineConnection`` waits no longer; connecting is refused)."""
-    return _LEASH_S.get()
+    return _DEADLINE_S.get()
 
 
 class LoopReads:
@@ -91,13 +91,14 @@ class LoopReads:
         return False
 
     @contextmanager
-    def leash(self) -> Iterator[None]:
-        """Within: every exchange with the database waits ``deadline_s`` at most."""
-        token = _LEASH_S.set(self.deadline_s)
+    def reading_in_loop(self) -> Iterator[None]:
+        """Within: every exchange with the database waits ``deadline_s`` at most, and none
+        connects."""
+        token = _DEADLINE_S.set(self.deadline_s)
         try:
             yield
         finally:
-            _LEASH_S.reset(token)
+            _DEADLINE_S.reset(token)
 
     def pause(self, error: BaseException) -> None:
         """Send reads to the thread pool for ``pause_s`` after ``error``."""
@@ -106,7 +107,7 @@ class LoopReads:
         logger.warning(
             "PostgreSQL reads leave the event loop for %g s (they run in the thread pool): %s",
             self.pause_s,
-            str(error).splitlines()[0] if str(error) else type(error).__name__,
+            str(error).partition("\n")[0] or type(error).__name__,
         )
 
     @property

@@ -86,29 +86,21 @@ def defer_admission(
 
 def admit_deferred(session: Session) -> None:
     """Admit the request ``defer_admission`` left pending on ``session`` (a no-op once done):
-    authenticate and scope ``session`` to its tenant; 401 when refused. Blocking: call it from
-    the thread pool, or in the loop where the database cannot hang it
-    (``app.db.run_read_in_session``)."""
+    authenticate and scope ``session`` to its tenant; 401 when refused. An admission that
+    failed (its key query did) stays pending, so a retry of the call admits first
+    (``app.db.run_read_in_session``). Blocking: call it from the thread pool, or in the loop
+    where the database cannot hang it."""
+    # Popped before the key query: while pending, the session refuses to start a transaction.
     admission: _DeferredAdmission | None = session.info.pop(_DEFERRED_KEY, None)
     if admission is None:
         return
     admission.settled = True
-    principal = _authenticate(session, admission.token, admission.require_auth)
+    try:
+        principal = _authenticate(session, admission.token, admission.require_auth)
+    except BaseException:
+        session.info[_DEFERRED_KEY] = admission
+        raise
     _admit(session, principal, admission.default_searches_per_minute)
-
-
-def pending_admission(session: Session) -> object | None:
-    """What ``defer_admission`` left pending on ``session``, if anything (for
-    ``restore_admission``)."""
-    return session.info.get(_DEFERRED_KEY)
-
-
-def restore_admission(session: Session, pending: object | None) -> None:
-    """After a service call that failed on the database before the request was admitted (its
-    key query failed), put ``pending`` back so that the call's retry admits the request first."""
-    if isinstance(pending, _DeferredAdmission) and principal_of(session) is None:
-        pending.settled = False
-        session.info[_DEFERRED_KEY] = pending
 
 
 def _admit(session: Session, principal: Principal, default_searches_per_minute: int | None) -> None:

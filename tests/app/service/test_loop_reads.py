@@ -37,6 +37,15 @@ def loop_reads(engine: Engine) -> LoopReads:
     return found
 
 
+def threads_connecting(engine: Engine) -> list[int]:
+    """The thread of each connection the loop's pool opens from now on."""
+    threads: list[int] = []
+    event.listen(
+        loop_reads(engine).engine, "connect", lambda *_: threads.append(threading.get_ident())
+    )
+    return threads
+
+
 def thread_of_read(session: Session) -> int:
     assert session.execute(text("SELECT 1")).scalar_one() == 1
     return threading.get_ident()
@@ -62,10 +71,7 @@ def terminate_other_backends(engine: Engine) -> None:
 
 
 def test_reads_run_in_the_loop_once_its_own_connection_is_open(engine: Engine) -> None:
-    connected_in: list[int] = []
-    event.listen(
-        loop_reads(engine).engine, "connect", lambda *_: connected_in.append(threading.get_ident())
-    )
+    connected_in = threads_connecting(engine)
 
     async def run() -> tuple[int, int, int]:
         first = await run_read_in_session(thread_of_read, Session(engine))
@@ -129,10 +135,7 @@ def test_a_read_that_outlasts_the_leash_runs_again_in_the_thread_pool(engine: En
 def test_a_read_whose_loop_connection_died_is_not_reconnected_in_the_loop(
     engine: Engine,
 ) -> None:
-    connected_in: list[int] = []
-    event.listen(
-        loop_reads(engine).engine, "connect", lambda *_: connected_in.append(threading.get_ident())
-    )
+    connected_in = threads_connecting(engine)
 
     async def run() -> tuple[int, int]:
         await run_read_in_session(thread_of_read, Session(engine))

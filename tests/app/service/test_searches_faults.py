@@ -413,8 +413,8 @@ def test_a_black_hole_holds_the_event_loop_for_the_leash_only(proxied: Proxied) 
     wait_for(lambda: loop_reads.open, "the loop's connection")
     proxied.proxy.black_hole()
     try:
-        read = threading.Thread(target=lambda: answers.append(http.get("/v1/searches/none")))
         answers: list[httpx.Response] = []
+        read = threading.Thread(target=lambda: answers.append(http.get("/v1/searches/none")))
         read.start()
         time.sleep(0.1)  # the read is in the loop, waiting for its answer
         started = time.monotonic()
